@@ -1,0 +1,93 @@
+// The op contract: forward/backward pairs over raw f32 pointers (llm.c style: outputs first,
+// sizes last, gradients named d*). The CPU implementation (backend/cpu/) is the reference for every
+// future backend. Conventions:
+//  * N = B*T rows; row-major everywhere; a shape comment names each buffer.
+//  * Every backward ACCUMULATES (+=) into its d* outputs, parameters and inputs alike; the caller
+//    zeroes them. This makes residual branches and gradient accumulation free.
+//  * No op allocates after its first call with a given size (per-thread scratch is reused).
+//  * Results depend only on inputs and the OpenMP thread count (no atomics in reductions).
+#pragma once
+#include <cstdint>
+
+namespace tessera::ops {
+
+// ---- matmul (oneDNN sgemm) ----
+// Row-major C(M,N) = alpha * op(A) * op(B) + beta * C; op(X) = X or X^T.
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                    int64_t OC);
+// dinp(N,C) += dout @ weight; dweight(OC,C) += dout^T @ inp; dbias(OC) += sum_rows(dout).
+// dinp / dbias may be null (skipped).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC);
+
+// ---- embedding ----
+// out(B,T,C) = wte[tokens[b,t]] + (wpe ? wpe[t] : 0). Tokens must be in [0, V) (caller validates).
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
+                       int64_t C);
+// dwte(V,C) += scatter(dout); dwpe(T,C) += sum_b dout (dwpe may be null).
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
+                        int64_t C);
+
+// ---- normalisation ----
+// LayerNorm over the last dim; mean(N), rstd(N) saved for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int64_t C, float eps);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
+// RMSNorm: out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) + eps).
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
+                     float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int64_t N, int64_t C);
+
+// ---- activations ----
+// GELU, tanh approximation (as GPT-2 / PyTorch approximate="tanh").
+void gelu_forward(float* out, const float* inp, int64_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+// SwiGLU: inp(N, 2H) = [gate | up] per row; out(N,H) = silu(gate) * up.
+void swiglu_forward(float* out, const float* inp, int64_t N, int64_t H);
+void swiglu_backward(float* dinp, const float* dout, const float* inp, int64_t N, int64_t H);
+
+// ---- rotary position embedding (in place) ----
+// qkv(B,T,(NH+2*NKV)*HS) laid out [q heads | k heads | v heads] per row. Rotates q and k of every
+// head by position t, pairs (i, i+HS/2) ("rotate_half" convention of Hugging Face LLaMA),
+// angle = t * theta^(-2i/HS). v is untouched.
+void rope_forward(float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta);
+// Applies the inverse rotation to the q and k parts of dqkv in place (the transpose of forward).
+void rope_backward(float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta);
+
+// ---- causal self-attention, blockwise (no T x T matrix per layer) ----
+// qkv(B,T,(NH+2*NKV)*HS) as above; query head h reads kv head h / (NH/NKV) (grouped-query).
+// out(B,T,NH*HS); lse(B,NH,T) = log-sum-exp of each query's scaled scores, saved for backward.
+// scale = 1/sqrt(HS). Each thread holds one block of scores at a time.
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV,
+                       int64_t HS);
+// dqkv(B,T,(NH+2*NKV)*HS) += gradient; recomputes the scores blockwise from qkv and lse.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+
+// ---- fused softmax + cross-entropy ----
+// logits(N,V). losses(N) = -log softmax(logits)[target]; rows with target < 0 are ignored (loss 0).
+// When dlogits_scale != 0, the logits are OVERWRITTEN in place by the gradient
+// dloss/dlogits * dlogits_scale = (softmax - onehot(target)) * dlogits_scale (zero for ignored rows),
+// so the (N,V) probabilities never need a buffer of their own.
+void softmax_crossentropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V,
+                          float dlogits_scale);
+
+// ---- optimizer ----
+// Fused AdamW with decoupled weight decay, as torch.optim.AdamW:
+//   p -= lr*wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+//   p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps),   t = step >= 1.
+void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int64_t step);
+
+// ---- gradient clipping ----
+// Sum of squares in double, deterministic for a given thread count.
+double sum_of_squares(const float* x, int64_t n);
+void scale_inplace(float* x, int64_t n, float s);
+
+}  // namespace tessera::ops
