@@ -1,0 +1,67 @@
+// Elementwise activations: GELU (tanh approximation, as GPT-2) and SwiGLU (LLaMA's gated MLP).
+#include <cmath>
+
+#include "backend/ops.h"
+
+namespace tessera::ops {
+
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluCoeff = 0.044715f;
+}  // namespace
+
+void gelu_forward(float* out, const float* inp, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = inp[i];
+    const float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+    out[i] = 0.5f * x * (1.0f + std::tanh(u));
+  }
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = inp[i];
+    const float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+    const float th = std::tanh(u);
+    const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+    const float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx;
+    dinp[i] += grad * dout[i];
+  }
+}
+
+void swiglu_forward(float* out, const float* inp, int64_t N, int64_t H) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* gate = inp + n * 2 * H;  // (H)
+    const float* up = gate + H;           // (H)
+    float* o = out + n * H;               // (H)
+#pragma omp simd
+    for (int64_t h = 0; h < H; ++h) {
+      const float g = gate[h];
+      o[h] = g / (1.0f + std::exp(-g)) * up[h];
+    }
+  }
+}
+
+void swiglu_backward(float* dinp, const float* dout, const float* inp, int64_t N, int64_t H) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* gate = inp + n * 2 * H;
+    const float* up = gate + H;
+    float* dgate = dinp + n * 2 * H;
+    float* dup = dgate + H;
+    const float* d = dout + n * H;
+#pragma omp simd
+    for (int64_t h = 0; h < H; ++h) {
+      const float g = gate[h];
+      const float sig = 1.0f / (1.0f + std::exp(-g));
+      // d silu(g)/dg = sig * (1 + g * (1 - sig))
+      dgate[h] += d[h] * up[h] * sig * (1.0f + g * (1.0f - sig));
+      dup[h] += d[h] * g * sig;
+    }
+  }
+}
+
+}  // namespace tessera::ops

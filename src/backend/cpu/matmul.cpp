@@ -1,0 +1,61 @@
+// sgemm and the linear layer (matmul_forward/backward) on oneDNN's row-major dnnl_sgemm.
+// The bias gradient is a column sum in which each thread owns whole columns, so it is deterministic.
+#include <oneapi/dnnl/dnnl.h>
+
+#include "backend/cpu/cpu_util.h"
+#include "backend/ops.h"
+#include "core/log.h"
+
+namespace tessera::ops {
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                ldc);
+  TS_CHECK(st == dnnl_success) << "dnnl_sgemm failed with status " << static_cast<int>(st) << " for trans_a="
+                               << trans_a << " trans_b=" << trans_b << " M=" << M << " N=" << N << " K=" << K
+                               << " lda=" << lda << " ldb=" << ldb << " ldc=" << ldc;
+}
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                    int64_t OC) {
+  // out(N,OC) = inp(N,C) @ weight(OC,C)^T (+ bias): seed out with the bias and let sgemm add with beta=1.
+  float beta = 0.0f;
+  if (bias != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      float* o = out + n * OC;
+#pragma omp simd
+      for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
+    }
+    beta = 1.0f;
+  }
+  sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC) {
+  // dinp(N,C) += dout(N,OC) @ weight(OC,C)
+  if (dinp != nullptr) sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+  // dweight(OC,C) += dout(N,OC)^T @ inp(N,C)
+  sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dbias != nullptr) {
+    using detail::kColBlock;
+    const int64_t nblocks = detail::col_blocks(OC);
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t j0 = blk * kColBlock;
+      const int64_t w = std::min(kColBlock, OC - j0);
+      float acc[kColBlock] = {};
+      for (int64_t n = 0; n < N; ++n) {
+        const float* d = dout + n * OC + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) acc[j] += d[j];
+      }
+      for (int64_t j = 0; j < w; ++j) dbias[j0 + j] += acc[j];
+    }
+  }
+}
+
+}  // namespace tessera::ops

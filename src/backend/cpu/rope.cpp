@@ -1,0 +1,78 @@
+// Rotary position embedding, Hugging Face LLaMA "rotate_half" pairing (i, i + HS/2), in place on
+// the q and k heads of a packed qkv row. cos/sin come from a per-calling-thread table computed in
+// double and rebuilt only when (T, HS, theta) change, so steady-state calls do not allocate.
+#include <cmath>
+#include <vector>
+
+#include "backend/ops.h"
+#include "core/log.h"
+
+namespace tessera::ops {
+
+namespace {
+
+struct RopeTable {
+  int64_t T = -1, HS = -1;
+  float theta = 0.0f;
+  std::vector<float> cos, sin;  // (T, HS/2)
+};
+
+const RopeTable& rope_table(int64_t T, int64_t HS, float theta) {
+  thread_local RopeTable table;
+  if (table.T != T || table.HS != HS || table.theta != theta) {
+    const int64_t half = HS / 2;
+    table.cos.resize(T * half);
+    table.sin.resize(T * half);
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle =
+            static_cast<double>(t) * std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / HS);
+        table.cos[t * half + i] = static_cast<float>(std::cos(angle));
+        table.sin[t * half + i] = static_cast<float>(std::sin(angle));
+      }
+    }
+    table.T = T;
+    table.HS = HS;
+    table.theta = theta;
+  }
+  return table;
+}
+
+// Rotates every q and k head of every row by +angle (sign = 1) or -angle (sign = -1).
+void rope_apply(float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta, float sign) {
+  TS_CHECK(HS % 2 == 0) << "rope needs an even head size, got HS=" << HS;
+  const RopeTable& tab = rope_table(T, HS, theta);
+  const int64_t half = HS / 2;
+  const int64_t row = (NH + 2 * NKV) * HS;
+  const int64_t rotated_heads = NH + NKV;  // q heads then k heads are contiguous at the row start
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < B * T; ++bt) {
+    const int64_t t = bt % T;
+    const float* cs = tab.cos.data() + t * half;
+    const float* sn = tab.sin.data() + t * half;
+    for (int64_t h = 0; h < rotated_heads; ++h) {
+      float* x = qkv + bt * row + h * HS;
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[i], s = sign * sn[i];
+        const float x1 = x[i], x2 = x[i + half];
+        x[i] = x1 * c - x2 * s;
+        x[i + half] = x2 * c + x1 * s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void rope_forward(float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta) {
+  rope_apply(qkv, B, T, NH, NKV, HS, theta, 1.0f);
+}
+
+void rope_backward(float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta) {
+  // A rotation's transpose is the rotation by the opposite angle.
+  rope_apply(dqkv, B, T, NH, NKV, HS, theta, -1.0f);
+}
+
+}  // namespace tessera::ops
