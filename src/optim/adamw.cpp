@@ -1,0 +1,43 @@
+// AdamW segments (per-tensor weight decay) and global-norm clipping.
+#include "optim/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/ops.h"
+
+namespace tessera {
+
+AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin, int64_t end)
+    : cfg_(cfg), begin_(begin), end_(end < 0 ? layout.total_numel() : end),
+      m_(static_cast<size_t>(end_ - begin_) * sizeof(float), MemCategory::optimizer_state),
+      v_(static_cast<size_t>(end_ - begin_) * sizeof(float), MemCategory::optimizer_state) {
+  for (const auto& p : layout.params()) {
+    int64_t b = std::max(p.offset, begin_), e = std::min(p.offset + p.numel, end_);
+    if (b >= e) continue;
+    const bool embedding = p.name == "wte" || p.name == "wpe";
+    bool decay = p.decay;
+    if (embedding && cfg.decay_embeddings) decay = true;
+    if (p.shape.size() == 1 && cfg.decay_norms_and_biases) decay = true;
+    segments_.push_back({b, e, decay ? cfg.weight_decay : 0.f});
+  }
+}
+
+void AdamW::step(float* params, const float* grads, float lr) {
+  ++t_;
+  for (const Segment& s : segments_) {
+    const int64_t local = s.begin - begin_;
+    ops::adamw_update(params + s.begin, grads + s.begin, m() + local, v() + local, s.end - s.begin, lr, cfg_.beta1,
+                      cfg_.beta2, cfg_.eps, s.weight_decay, t_);
+  }
+}
+
+float clip_grad_norm(float* grads, int64_t n, float max_norm) {
+  const double norm = std::sqrt(ops::sum_of_squares(grads, n));
+  if (max_norm > 0 && norm > max_norm) {
+    ops::scale_inplace(grads, n, static_cast<float>(max_norm / (norm + 1e-6)));
+  }
+  return static_cast<float>(norm);
+}
+
+}  // namespace tessera
