@@ -23,13 +23,16 @@ const RopeTable& rope_table(int64_t T, int64_t HS, float theta) {
     const int64_t half = HS / 2;
     table.cos.resize(T * half);
     table.sin.resize(T * half);
+    // Raw pointers: inside the parallel region `table` would name each worker's own thread_local.
+    float* cos_p = table.cos.data();
+    float* sin_p = table.sin.data();
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t i = 0; i < half; ++i) {
         const double angle =
             static_cast<double>(t) * std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / HS);
-        table.cos[t * half + i] = static_cast<float>(std::cos(angle));
-        table.sin[t * half + i] = static_cast<float>(std::sin(angle));
+        cos_p[t * half + i] = static_cast<float>(std::cos(angle));
+        sin_p[t * half + i] = static_cast<float>(std::sin(angle));
       }
     }
     table.T = T;
