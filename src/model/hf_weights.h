@@ -1,0 +1,72 @@
+// Mapping between Tessera's flat parameter layout and Hugging Face tensor names and layouts
+// (GPT-2: GPT2Model / GPT2LMHeadModel, whose Conv1D weights are stored transposed (in, out);
+// LLaMA: LlamaForCausalLM, with q/k/v and gate/up stored as separate (out, in) matrices).
+//
+//   GPT-2                                   Tessera
+//   wte.weight (V,C), wpe.weight (maxT,C)   wte, wpe
+//   h.{i}.ln_1.weight/.bias                 h.{i}.ln1.w/.b
+//   h.{i}.attn.c_attn.weight (C,3C)/.bias   h.{i}.attn.qkv.w (3C,C) transposed /.b
+//   h.{i}.attn.c_proj.weight (C,C)/.bias    h.{i}.attn.proj.w transposed /.b
+//   h.{i}.ln_2.weight/.bias                 h.{i}.ln2.w/.b
+//   h.{i}.mlp.c_fc.weight (C,F)/.bias       h.{i}.mlp.fc.w (F,C) transposed /.b
+//   h.{i}.mlp.c_proj.weight (F,C)/.bias     h.{i}.mlp.proj.w (C,F) transposed /.b
+//   ln_f.weight/.bias                       lnf.w/.b
+//   LLaMA
+//   model.embed_tokens.weight               wte
+//   model.layers.{i}.input_layernorm.weight h.{i}.ln1.w
+//   ...self_attn.{q,k,v}_proj.weight        rows [q | k | v] of h.{i}.attn.qkv.w
+//   ...self_attn.o_proj.weight              h.{i}.attn.proj.w
+//   ...post_attention_layernorm.weight      h.{i}.ln2.w
+//   ...mlp.{gate,up}_proj.weight            rows [gate | up] of h.{i}.mlp.fc.w
+//   ...mlp.down_proj.weight                 h.{i}.mlp.proj.w
+//   model.norm.weight, lm_head.weight       lnf.w, lm_head.w
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+#include "model/param_layout.h"
+#include "model/safetensors.h"
+
+namespace tessera {
+
+// One Hugging Face tensor and where it lives in a Tessera parameter: rows [row_begin, row_begin +
+// rows) of `tessera_name` (the whole tensor unless q/k/v or gate/up are split out), stored
+// transposed in the HF file when `transposed` (GPT-2 Conv1D).
+struct HfTensorMap {
+  std::string hf_name;
+  std::string tessera_name;
+  Shape hf_shape;
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+  bool transposed = false;
+};
+
+// The HF tensors of every parameter in `layout` (any layer range), in layout order.
+std::vector<HfTensorMap> hf_tensor_map(const ModelConfig& cfg, const ParamLayout& layout);
+
+// Fills `dst` (layout.total_numel() floats, layout offsets) from an HF checkpoint. Every tensor of
+// the layout must be present with exactly the expected shape; F16/BF16 convert to f32. GPT-2
+// names may carry a "transformer." prefix; attention-mask buffers (attn.bias, attn.masked_bias),
+// rotary inv_freq buffers and a tied model's lm_head.weight of shape (V,C) are ignored. Any other
+// tensor is an error, except those of layers outside a partial (pipeline stage) layout.
+Status import_hf_weights(const SafetensorsFile& file, const ModelConfig& cfg, const ParamLayout& layout, float* dst);
+Status import_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout, float* dst);
+
+// The parameters (or gradients) in `src` (layout offsets) as f32 tensors with HF names and
+// layouts, in layout order.
+std::vector<NamedTensor> to_hf_tensors(const ModelConfig& cfg, const ParamLayout& layout, const float* src);
+
+// Writes a full-model layout as an HF-named safetensors file with metadata from hf_metadata().
+Status export_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout,
+                         const float* src);
+
+// {"format": "pt", "tessera.arch": ..., "tessera.vocab_size": ..., ...}: enough to rebuild cfg.
+std::map<std::string, std::string> hf_metadata(const ModelConfig& cfg);
+// The ModelConfig recorded by hf_metadata(); invalid_argument naming the missing or bad key
+// when the file was not written by Tessera (pass a model preset instead).
+Result<ModelConfig> config_from_metadata(const SafetensorsFile& file);
+
+}  // namespace tessera
