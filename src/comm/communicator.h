@@ -1,0 +1,107 @@
+// Communicator: the collective and point-to-point interface every parallelism strategy uses.
+// Backends: mpi/ (CPU buffers, now); nccl/ (device buffers and streams, later).
+//
+// Every op has a blocking form returning Status and an async form returning a Work handle.
+// Buffers are (pointer, element count, DType) or Tensor views. Element counts:
+//   all_reduce      send: count            recv: count            (send == recv: in place)
+//   reduce_scatter  send: count * size()   recv: count            (rank r gets block r)
+//   all_gather      send: count            recv: count * size()   (block r comes from rank r)
+//   broadcast       buf: count on every rank, root's contents win
+//   send / recv     count, matched by (peer, tag)
+// Reductions accept f32, bf16, f16, i32 (avg not for i32). bf16/f16 reduce through f32: each
+// pairwise step of the backend's reduction tree converts both operands to f32, combines them and
+// rounds back (as NCCL does); reduce in f32 when the sum of many ranks must be exact to f32.
+// Non-reducing ops move bytes and accept every DType.
+//
+// Ordering contract (as in MPI): every rank of a communicator issues the same collectives in the
+// same order. Each collective gets the next sequence number of this communicator (1, 2, ...), so
+// "all_reduce #12" names the same op on every rank. A communicator is used from one thread.
+//
+// Failures return Status naming the op, its sequence number, the communicator and the rank.
+// A timed-out async op (CommOptions::timeout_s) names the ranks that did not arrive; after it the
+// communicator is unusable (MPI cannot cancel a collective) and the job must end: abort_job().
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collective_log.h"
+#include "comm/comm_types.h"
+#include "comm/work.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// One op, as the backend receives it (already validated).
+struct CommOp {
+  CollectiveKind kind = CollectiveKind::none;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int peer = -1;  // root (broadcast) or peer (send/recv)
+  int tag = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "world", "world/dp", ... used in messages.
+  virtual const std::string& name() const = 0;
+  // Where its buffers must live (cpu for MPI; cuda for NCCL).
+  virtual Device device() const { return Device::cpu; }
+  // Sequence number of the last collective issued on this communicator (0 before the first).
+  virtual uint64_t collective_seq() const = 0;
+  // Recent ops on this communicator, oldest first.
+  virtual std::vector<CollectiveRecord> recent_ops() const = 0;
+  // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
+  // color < 0: this rank joins none (returns nullptr).
+  virtual Result<std::unique_ptr<Communicator>> split(int color, int key, const std::string& name) = 0;
+
+  // --- raw buffers ---
+  Status all_reduce(const void* send, void* recv, int64_t count, DType dt, ReduceOp op = ReduceOp::sum);
+  Work all_reduce_async(const void* send, void* recv, int64_t count, DType dt, ReduceOp op = ReduceOp::sum);
+  Status reduce_scatter(const void* send, void* recv, int64_t count, DType dt, ReduceOp op = ReduceOp::sum);
+  Work reduce_scatter_async(const void* send, void* recv, int64_t count, DType dt, ReduceOp op = ReduceOp::sum);
+  Status all_gather(const void* send, void* recv, int64_t count, DType dt);
+  Work all_gather_async(const void* send, void* recv, int64_t count, DType dt);
+  Status broadcast(void* buf, int64_t count, DType dt, int root);
+  Work broadcast_async(void* buf, int64_t count, DType dt, int root);
+  Status send(const void* buf, int64_t count, DType dt, int peer, int tag = 0);
+  Work send_async(const void* buf, int64_t count, DType dt, int peer, int tag = 0);
+  Status recv(void* buf, int64_t count, DType dt, int peer, int tag = 0);
+  Work recv_async(void* buf, int64_t count, DType dt, int peer, int tag = 0);
+  Status barrier();
+  Work barrier_async();
+
+  // --- tensor views (shapes are checked: numel relations as in the table above) ---
+  Status all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);  // in place
+  Work all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum);
+  Status reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  Work reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  Status all_gather(const Tensor& in, const Tensor& out);
+  Work all_gather_async(const Tensor& in, const Tensor& out);
+  Status broadcast(const Tensor& t, int root);
+  Work broadcast_async(const Tensor& t, int root);
+  Status send(const Tensor& t, int peer, int tag = 0);
+  Status recv(const Tensor& t, int peer, int tag = 0);
+
+ protected:
+  // Backends implement these two; the public methods validate arguments first.
+  virtual Status run(const CommOp& op) = 0;
+  virtual Work start(const CommOp& op) = 0;
+
+ private:
+  Status validate(const CommOp& op) const;
+  Status validate_tensors(CollectiveKind kind, const Tensor& in, const Tensor& out, int64_t in_mult,
+                          int64_t out_mult) const;  // in.numel*in_mult == out.numel*out_mult
+  Status run_checked(const CommOp& op);
+  Work start_checked(const CommOp& op);
+};
+
+}  // namespace tessera

@@ -1,0 +1,49 @@
+// MPI start-up/shut-down and job abort.
+#include "comm/mpi/mpi_runtime.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/log.h"
+
+namespace tessera {
+
+MpiRuntime::MpiRuntime(int thread_level) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int requested = thread_level < 0 ? MPI_THREAD_FUNNELED : thread_level;
+    MPI_Init_thread(nullptr, nullptr, requested, &provided_);
+    owns_ = true;
+  } else {
+    MPI_Query_thread(&provided_);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  set_log_rank(rank_);
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+void abort_job(const Status& status, int exit_code) {
+  abort_job(status.to_string(), exit_code);
+}
+
+void abort_job(const std::string& message, int exit_code) {
+  if (exit_code == 0) exit_code = 1;
+  log_error("fatal: " + message + " -- aborting the job (exit code " + std::to_string(exit_code) + ")");
+  std::fflush(stdout);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace tessera

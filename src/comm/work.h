@@ -1,0 +1,45 @@
+// Work: the handle of an asynchronous communication op. wait() blocks until it finishes, fails or
+// times out; test() asks without blocking (and drives progress: MPI's non-blocking collectives only
+// advance inside MPI calls, so call test() now and then while computing to get real overlap).
+#pragma once
+#include <memory>
+
+#include "core/status.h"
+
+namespace tessera {
+
+// What a backend implements for one in-flight op. A future NCCL backend's wait() will make the
+// caller's stream wait on the op's event instead of blocking the host.
+class WorkImpl {
+ public:
+  virtual ~WorkImpl() = default;
+  // true once the op has finished (successfully or not); then status() is final.
+  virtual bool test() = 0;
+  // Blocks until finished or timed out; returns the final status.
+  virtual Status wait() = 0;
+};
+
+// Move-only value. A default-constructed Work is already complete and ok. A Work must not outlive
+// the communicator that started it. Destroying an unwaited Work waits for it (the buffers it
+// uses must stay valid until then) and logs an error if it failed.
+class [[nodiscard]] Work {
+ public:
+  Work() = default;
+  explicit Work(std::unique_ptr<WorkImpl> impl) : impl_(std::move(impl)) {}
+  static Work failed(Status s);
+  Work(Work&&) noexcept = default;
+  Work& operator=(Work&& other) noexcept;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  ~Work();
+
+  Status wait();
+  bool test();
+
+ private:
+  void finish_wait();
+  std::unique_ptr<WorkImpl> impl_;
+  Status status_;
+};
+
+}  // namespace tessera
