@@ -1,0 +1,601 @@
+// Strict TOML parsing of the run configuration: a schema of sections and typed keys drives the
+// unknown-key / wrong-type checks, override parsing and resolution. The only file including toml++.
+#include "train/run_config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+namespace tessera {
+
+std::string_view lr_schedule_name(LrSchedule s) {
+  switch (s) {
+    case LrSchedule::cosine: return "cosine";
+    case LrSchedule::linear: return "linear";
+    case LrSchedule::constant: return "constant";
+  }
+  return "?";
+}
+
+Result<LrSchedule> parse_lr_schedule(std::string_view s) {
+  if (s == "cosine") return LrSchedule::cosine;
+  if (s == "linear") return LrSchedule::linear;
+  if (s == "constant") return LrSchedule::constant;
+  return invalid_argument("unknown lr schedule '" + std::string(s) + "': use \"cosine\", \"linear\" or \"constant\"");
+}
+
+namespace {
+
+enum class KeyType { integer, floating, boolean, string };
+
+struct KeySpec {
+  std::string_view name;
+  KeyType type;
+};
+struct SectionSpec {
+  std::string_view name;
+  std::vector<KeySpec> keys;
+};
+
+const std::vector<SectionSpec>& schema() {
+  using K = KeyType;
+  static const std::vector<SectionSpec> s = {
+      {"model",
+       {{"preset", K::string}, {"arch", K::string}, {"vocab_size", K::integer}, {"max_seq_len", K::integer},
+        {"n_layer", K::integer}, {"n_head", K::integer}, {"n_kv_head", K::integer}, {"d_model", K::integer},
+        {"d_ff", K::integer}, {"norm_eps", K::floating}, {"rope_theta", K::floating},
+        {"tied_embeddings", K::boolean}, {"init_weights", K::string}}},
+      {"data", {{"dir", K::string}, {"seq_len", K::integer}}},
+      {"train",
+       {{"steps", K::integer}, {"batch_tokens", K::integer}, {"micro_batch", K::integer}, {"seed", K::integer},
+        {"threads", K::integer}, {"eval_interval", K::integer}, {"eval_batches", K::integer},
+        {"log_interval", K::integer}, {"checkpoint_interval", K::integer}, {"keep_checkpoints", K::integer},
+        {"out_dir", K::string}, {"timeout_s", K::floating}}},
+      {"optim",
+       {{"lr", K::floating}, {"min_lr", K::floating}, {"warmup_steps", K::integer}, {"schedule", K::string},
+        {"beta1", K::floating}, {"beta2", K::floating}, {"eps", K::floating}, {"weight_decay", K::floating},
+        {"decay_norms_and_biases", K::boolean}, {"decay_embeddings", K::boolean}, {"grad_clip", K::floating}}},
+      {"parallel", {{"dp", K::integer}, {"pp", K::integer}, {"tp", K::integer}, {"bucket_mb", K::floating}}},
+  };
+  return s;
+}
+
+const char* key_type_name(KeyType t) {
+  switch (t) {
+    case KeyType::integer: return "integer";
+    case KeyType::floating: return "float";
+    case KeyType::boolean: return "boolean";
+    case KeyType::string: return "string";
+  }
+  return "?";
+}
+
+const char* node_type_name(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    default: return "nothing";
+  }
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// "; did you mean 'x'?" when a candidate is close enough to be a plausible typo, else "".
+std::string suggestion(std::string_view word, const std::vector<std::string_view>& candidates) {
+  std::string_view best;
+  size_t best_d = SIZE_MAX;
+  for (auto c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  size_t limit = std::max<size_t>(2, word.size() / 3);
+  bool contains = !word.empty() && !best.empty() &&
+                  (best.find(word) != std::string_view::npos || word.find(best) != std::string_view::npos);
+  if (best_d <= limit || contains) return "; did you mean '" + std::string(best) + "'?";
+  return "";
+}
+
+std::string join(const std::vector<std::string_view>& v) {
+  std::string out;
+  for (auto s : v) out += (out.empty() ? "" : ", ") + std::string(s);
+  return out;
+}
+
+const SectionSpec* find_section(std::string_view name) {
+  for (auto& s : schema())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+const KeySpec* find_key(const SectionSpec& sec, std::string_view name) {
+  for (auto& k : sec.keys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+std::vector<std::string_view> section_names() {
+  std::vector<std::string_view> v;
+  for (auto& s : schema()) v.push_back(s.name);
+  return v;
+}
+std::vector<std::string_view> key_names(const SectionSpec& sec) {
+  std::vector<std::string_view> v;
+  for (auto& k : sec.keys) v.push_back(k.name);
+  return v;
+}
+
+Status unknown_section_error(const std::string& where, std::string_view name) {
+  auto names = section_names();
+  return invalid_argument(where + ": unknown section [" + std::string(name) + "]" + suggestion(name, names) +
+                          " (allowed sections: " + join(names) + ")");
+}
+Status unknown_key_error(const std::string& where, const SectionSpec& sec, std::string_view key) {
+  auto names = key_names(sec);
+  return invalid_argument(where + ": unknown key '" + std::string(key) + "' in [" + std::string(sec.name) + "]" +
+                          suggestion(key, names) + " (allowed keys in [" + std::string(sec.name) +
+                          "]: " + join(names) + ")");
+}
+
+// Parses an override value by the key's type into a TOML node.
+Result<toml::table> override_value(const std::string& text, const KeySpec& key, std::string_view value) {
+  auto bad = [&](const char* why) {
+    return invalid_argument("override '" + text + "': " + std::string(key.name) + " expects " +
+                            key_type_name(key.type) + ", got '" + std::string(value) + "'" + why);
+  };
+  toml::table t;
+  switch (key.type) {
+    case KeyType::integer: {
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || p != value.data() + value.size() || value.empty()) return bad("");
+      t.insert("v", v);
+      break;
+    }
+    case KeyType::floating: {
+      std::string s(value);
+      char* end = nullptr;
+      double v = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+      if (s.empty() || end != s.c_str() + s.size()) return bad("");
+      t.insert("v", v);
+      break;
+    }
+    case KeyType::boolean:
+      if (value == "true") t.insert("v", true);
+      else if (value == "false") t.insert("v", false);
+      else return bad(" (use true or false)");
+      break;
+    case KeyType::string: {
+      std::string s(value);
+      if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front()) s = s.substr(1, s.size() - 2);
+      t.insert("v", s);
+      break;
+    }
+  }
+  return t;
+}
+
+// Reads typed values out of the checked table and says where a value came from in errors.
+class Reader {
+ public:
+  Reader(const toml::table& root, std::string source, std::map<std::string, std::string> origins)
+      : root_(root), source_(std::move(source)), origins_(std::move(origins)) {}
+
+  const toml::node* node(std::string_view sec, std::string_view key) const {
+    auto* t = root_.get_as<toml::table>(sec);
+    return t ? t->get(key) : nullptr;
+  }
+  bool has(std::string_view sec, std::string_view key) const { return node(sec, key) != nullptr; }
+  std::optional<int64_t> integer(std::string_view sec, std::string_view key) const {
+    auto* n = node(sec, key);
+    return n ? std::optional<int64_t>(n->as_integer()->get()) : std::nullopt;
+  }
+  std::optional<double> floating(std::string_view sec, std::string_view key) const {
+    auto* n = node(sec, key);
+    if (!n) return std::nullopt;
+    if (auto* i = n->as_integer()) return static_cast<double>(i->get());
+    return n->as_floating_point()->get();
+  }
+  std::optional<bool> boolean(std::string_view sec, std::string_view key) const {
+    auto* n = node(sec, key);
+    return n ? std::optional<bool>(n->as_boolean()->get()) : std::nullopt;
+  }
+  std::optional<std::string> string(std::string_view sec, std::string_view key) const {
+    auto* n = node(sec, key);
+    return n ? std::optional<std::string>(n->as_string()->get()) : std::nullopt;
+  }
+  // "cfg.toml:12: train.steps" or "override 'train.steps=0': train.steps" or "cfg.toml: train.steps (default)".
+  std::string where(std::string_view sec, std::string_view key) const {
+    std::string full = std::string(sec) + "." + std::string(key);
+    auto it = origins_.find(full);
+    if (it != origins_.end()) return "override '" + it->second + "': " + full;
+    auto* n = node(sec, key);
+    if (n && n->source().begin.line > 0) return source_ + ":" + std::to_string(n->source().begin.line) + ": " + full;
+    return source_ + ": " + full;
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  const toml::table& root_;
+  std::string source_;
+  std::map<std::string, std::string> origins_;
+};
+
+std::string location(const std::string& source, const toml::node& n) {
+  return n.source().begin.line > 0 ? source + ":" + std::to_string(n.source().begin.line) : source;
+}
+
+// Checks every section and key against the schema: unknown names and wrong types.
+Status check_structure(const toml::table& root, const std::string& source,
+                       const std::map<std::string, std::string>& origins) {
+  for (auto&& [k, v] : root) {
+    auto* sec = find_section(k.str());
+    if (!sec) return unknown_section_error(location(source, v), k.str());
+    auto* tbl = v.as_table();
+    if (!tbl)
+      return invalid_argument(location(source, v) + ": '" + std::string(k.str()) + "' must be a table [" +
+                              std::string(k.str()) + "], got " + node_type_name(v.type()));
+    for (auto&& [key, val] : *tbl) {
+      std::string full = std::string(sec->name) + "." + std::string(key.str());
+      auto it = origins.find(full);
+      std::string where = it != origins.end() ? "override '" + it->second + "'" : location(source, val);
+      auto* spec = find_key(*sec, key.str());
+      if (!spec) return unknown_key_error(where, *sec, key.str());
+      bool ok = false;
+      switch (spec->type) {
+        case KeyType::integer: ok = val.is_integer(); break;
+        case KeyType::floating: ok = val.is_floating_point() || val.is_integer(); break;
+        case KeyType::boolean: ok = val.is_boolean(); break;
+        case KeyType::string: ok = val.is_string(); break;
+      }
+      if (!ok)
+        return invalid_argument(where + ": " + full + " must be " + key_type_name(spec->type) + ", got " +
+                                node_type_name(val.type()));
+    }
+  }
+  return Status::ok_status();
+}
+
+// Applies "section.key=value" overrides into the table; records where each value came from.
+Status apply_overrides(toml::table& root, const std::vector<std::string>& overrides,
+                       std::map<std::string, std::string>& origins) {
+  for (const auto& o : overrides) {
+    auto eq = o.find('=');
+    auto dot = o.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq)
+      return invalid_argument("override '" + o + "': expected section.key=value (e.g. train.steps=20)");
+    std::string_view sec_name(o.data(), dot), key_name(o.data() + dot + 1, eq - dot - 1);
+    std::string_view value(o.data() + eq + 1, o.size() - eq - 1);
+    auto* sec = find_section(sec_name);
+    if (!sec) return unknown_section_error("override '" + o + "'", sec_name);
+    auto* spec = find_key(*sec, key_name);
+    if (!spec) return unknown_key_error("override '" + o + "'", *sec, key_name);
+    TS_ASSIGN_OR_RETURN(toml::table holder, override_value(o, *spec, value));
+    auto* sec_tbl = root.get_as<toml::table>(sec_name);
+    if (!sec_tbl) {
+      if (root.contains(sec_name))
+        return invalid_argument("override '" + o + "': the config's '" + std::string(sec_name) + "' is not a table");
+      root.insert(sec_name, toml::table{});
+      sec_tbl = root.get_as<toml::table>(sec_name);
+    }
+    sec_tbl->insert_or_assign(key_name, *holder.get("v"));
+    origins[std::string(sec_name) + "." + std::string(key_name)] = o;
+  }
+  return Status::ok_status();
+}
+
+Status check_min(const Reader& r, std::string_view sec, std::string_view key, double v, double lo) {
+  if (v < lo) {
+    std::ostringstream s;
+    s << r.where(sec, key) << " must be >= " << lo << " (got " << v << ")";
+    return invalid_argument(s.str());
+  }
+  return Status::ok_status();
+}
+
+Status resolve_model(const Reader& r, RunConfig& cfg) {
+  if (auto p = r.string("model", "preset")) cfg.model_preset = *p;
+  auto preset = model_preset(cfg.model_preset);
+  if (!preset.ok()) return invalid_argument(r.where("model", "preset") + ": " + preset.status().message());
+  ModelConfig m = preset.value();
+  if (auto a = r.string("model", "arch")) {
+    auto arch = parse_arch(*a);
+    if (!arch.ok()) return invalid_argument(r.where("model", "arch") + ": " + arch.status().message());
+    m.arch = arch.value();
+  }
+  struct IntField { const char* key; int64_t* dst; };
+  for (IntField f : {IntField{"vocab_size", &m.vocab_size}, {"max_seq_len", &m.max_seq_len}, {"n_layer", &m.n_layer},
+                     {"n_head", &m.n_head}, {"n_kv_head", &m.n_kv_head}, {"d_model", &m.d_model}, {"d_ff", &m.d_ff}})
+    if (auto v = r.integer("model", f.key)) *f.dst = *v;
+  if (auto v = r.floating("model", "norm_eps")) m.norm_eps = static_cast<float>(*v);
+  if (auto v = r.floating("model", "rope_theta")) m.rope_theta = static_cast<float>(*v);
+  if (auto v = r.boolean("model", "tied_embeddings")) m.tied_embeddings = *v;
+  // GPT-2 family definitions: keys derived from others follow them unless given explicitly.
+  if (m.arch == Arch::gpt2) {
+    if (!r.has("model", "n_kv_head")) m.n_kv_head = m.n_head;
+    if (!r.has("model", "d_ff") && r.has("model", "d_model")) m.d_ff = 4 * m.d_model;
+  }
+  Status st = m.validate();
+  if (!st.ok())
+    return invalid_argument(r.source() + ": [model] (preset '" + cfg.model_preset + "' + explicit keys): " +
+                            st.message());
+  cfg.model = m;
+  if (auto w = r.string("model", "init_weights")) cfg.init_weights = *w;
+  return Status::ok_status();
+}
+
+Status resolve_data(const Reader& r, RunConfig& cfg) {
+  auto dir = r.string("data", "dir");
+  if (!dir || dir->empty())
+    return invalid_argument(r.source() + ": [data] dir is required: the prepared dataset directory holding "
+                            "manifest.json (e.g. dir = \"data/kjv\", made by `tessera prepare`)");
+  cfg.data.dir = *dir;
+  cfg.data.seq_len = r.integer("data", "seq_len").value_or(cfg.model.max_seq_len);
+  TS_RETURN_IF_ERROR(check_min(r, "data", "seq_len", cfg.data.seq_len, 1));
+  if (cfg.data.seq_len > cfg.model.max_seq_len)
+    return invalid_argument(r.where("data", "seq_len") + " (" + std::to_string(cfg.data.seq_len) +
+                            ") must be <= model.max_seq_len (" + std::to_string(cfg.model.max_seq_len) +
+                            "): lower data.seq_len or raise model.max_seq_len");
+  return Status::ok_status();
+}
+
+Status resolve_parallel(const Reader& r, RunConfig& cfg) {
+  auto& p = cfg.parallel;
+  for (auto [key, dst] : {std::pair{"dp", &p.dp}, {"pp", &p.pp}, {"tp", &p.tp}})
+    if (auto v = r.integer("parallel", key)) {
+      TS_RETURN_IF_ERROR(check_min(r, "parallel", key, static_cast<double>(*v), 1));
+      if (*v > 65536) return invalid_argument(r.where("parallel", key) + " is too large (max 65536)");
+      *dst = static_cast<int>(*v);
+    }
+  if (auto v = r.floating("parallel", "bucket_mb")) p.bucket_mb = *v;
+  if (!(p.bucket_mb > 0)) return invalid_argument(r.where("parallel", "bucket_mb") + " must be > 0");
+  return Status::ok_status();
+}
+
+Status resolve_train(const Reader& r, RunConfig& cfg) {
+  auto& t = cfg.train;
+  struct IntField { const char* key; int64_t* dst; double lo; };
+  for (IntField f : {IntField{"steps", &t.steps, 1}, {"micro_batch", &t.micro_batch, 1},
+                     {"eval_interval", &t.eval_interval, 0}, {"eval_batches", &t.eval_batches, 1},
+                     {"log_interval", &t.log_interval, 1}, {"checkpoint_interval", &t.checkpoint_interval, 0},
+                     {"keep_checkpoints", &t.keep_checkpoints, 1}})
+    if (auto v = r.integer("train", f.key)) {
+      TS_RETURN_IF_ERROR(check_min(r, "train", f.key, static_cast<double>(*v), f.lo));
+      *f.dst = *v;
+    }
+  if (auto v = r.integer("train", "seed")) {
+    TS_RETURN_IF_ERROR(check_min(r, "train", "seed", static_cast<double>(*v), 0));
+    t.seed = static_cast<uint64_t>(*v);
+  }
+  if (auto v = r.integer("train", "threads")) {
+    if (*v < 0 || *v > 4096) return invalid_argument(r.where("train", "threads") + " must be in [0, 4096] (0 = all cores)");
+    t.threads = static_cast<int>(*v);
+  }
+  if (auto v = r.string("train", "out_dir")) t.out_dir = *v;
+  if (t.out_dir.empty()) return invalid_argument(r.where("train", "out_dir") + " must not be empty");
+  if (auto v = r.floating("train", "timeout_s")) t.timeout_s = *v;
+  if (!(t.timeout_s > 0)) return invalid_argument(r.where("train", "timeout_s") + " must be > 0 seconds");
+
+  // grad_accum is derived so that the global batch is stated once, in tokens.
+  const int64_t per_step = t.micro_batch * cfg.data.seq_len * cfg.parallel.dp;
+  t.batch_tokens = r.integer("train", "batch_tokens").value_or(per_step);
+  if (t.batch_tokens < per_step || t.batch_tokens % per_step != 0) {
+    int64_t lower = std::max<int64_t>(per_step, t.batch_tokens / per_step * per_step);
+    int64_t upper = (t.batch_tokens / per_step + 1) * per_step;
+    std::string fits = lower < t.batch_tokens ? std::to_string(lower) + " or " + std::to_string(upper)
+                                              : std::to_string(lower);
+    return invalid_argument(r.where("train", "batch_tokens") + " (" + std::to_string(t.batch_tokens) +
+                            ") must be a positive multiple of train.micro_batch (" + std::to_string(t.micro_batch) +
+                            ") x data.seq_len (" + std::to_string(cfg.data.seq_len) + ") x parallel.dp (" +
+                            std::to_string(cfg.parallel.dp) + ") = " + std::to_string(per_step) +
+                            " (the multiple is grad_accum); try batch_tokens = " + fits);
+  }
+  t.grad_accum = t.batch_tokens / per_step;
+  return Status::ok_status();
+}
+
+Status resolve_optim(const Reader& r, RunConfig& cfg) {
+  auto& o = cfg.optim;
+  auto f = [&](const char* key, float& dst) {
+    if (auto v = r.floating("optim", key)) dst = static_cast<float>(*v);
+  };
+  f("lr", o.lr);
+  o.min_lr = o.lr / 10;
+  f("min_lr", o.min_lr);
+  f("beta1", o.beta1);
+  f("beta2", o.beta2);
+  f("eps", o.eps);
+  f("weight_decay", o.weight_decay);
+  f("grad_clip", o.grad_clip);
+  if (auto v = r.integer("optim", "warmup_steps")) {
+    TS_RETURN_IF_ERROR(check_min(r, "optim", "warmup_steps", static_cast<double>(*v), 0));
+    o.warmup_steps = *v;
+  }
+  if (auto v = r.string("optim", "schedule")) {
+    auto s = parse_lr_schedule(*v);
+    if (!s.ok()) return invalid_argument(r.where("optim", "schedule") + ": " + s.status().message());
+    o.schedule = s.value();
+  }
+  if (auto v = r.boolean("optim", "decay_norms_and_biases")) o.decay_norms_and_biases = *v;
+  if (auto v = r.boolean("optim", "decay_embeddings")) o.decay_embeddings = *v;
+  auto num = [](double v) { std::ostringstream s; s << v; return s.str(); };
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) return invalid_argument(r.where("optim", "lr") + " must be > 0 (got " + num(o.lr) + ")");
+  if (!(o.min_lr >= 0) || o.min_lr > o.lr)
+    return invalid_argument(r.where("optim", "min_lr") + " (" + num(o.min_lr) + ") must be in [0, optim.lr = " +
+                            num(o.lr) + "]");
+  for (auto [key, v] : {std::pair{"beta1", o.beta1}, {"beta2", o.beta2}})
+    if (!(v >= 0 && v < 1)) return invalid_argument(r.where("optim", key) + " must be in [0, 1) (got " + num(v) + ")");
+  if (!(o.eps > 0)) return invalid_argument(r.where("optim", "eps") + " must be > 0");
+  if (!(o.weight_decay >= 0)) return invalid_argument(r.where("optim", "weight_decay") + " must be >= 0");
+  if (!(o.grad_clip >= 0)) return invalid_argument(r.where("optim", "grad_clip") + " must be >= 0 (0 = off)");
+  return Status::ok_status();
+}
+
+// TOML text for values: shortest round-trip decimal forms, so 3e-4f prints as 0.0003.
+std::string toml_float(float v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, p);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+std::string toml_double(double v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, p);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+std::string toml_string(const std::string& v) {
+  std::string out = "\"";
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+const char* toml_bool(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector<std::string>& overrides,
+                                   std::string_view source_name) {
+  const std::string source(source_name);
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    return invalid_argument(source + ":" + std::to_string(e.source().begin.line) + ":" +
+                            std::to_string(e.source().begin.column) + ": TOML syntax error: " +
+                            std::string(e.description()));
+  }
+  std::map<std::string, std::string> origins;
+  TS_RETURN_IF_ERROR(apply_overrides(root, overrides, origins));
+  TS_RETURN_IF_ERROR(check_structure(root, source, origins));
+  Reader r(root, source, std::move(origins));
+  RunConfig cfg;
+  TS_RETURN_IF_ERROR(resolve_model(r, cfg));
+  TS_RETURN_IF_ERROR(resolve_data(r, cfg));
+  TS_RETURN_IF_ERROR(resolve_parallel(r, cfg));
+  TS_RETURN_IF_ERROR(resolve_train(r, cfg));
+  TS_RETURN_IF_ERROR(resolve_optim(r, cfg));
+  return cfg;
+}
+
+Result<RunConfig> load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("cannot open run config '" + path + "': check the path (configs/default.toml is the default job)");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return io_error("error reading run config '" + path + "'");
+  return parse_run_config(ss.str(), overrides, path);
+}
+
+std::string RunConfig::to_toml() const {
+  const ModelConfig& m = model;
+  std::ostringstream s;
+  s << "# Resolved run configuration (every key explicit; grad_accum = " << train.grad_accum << ").\n";
+  s << "[model]\n"
+    << "preset = " << toml_string(model_preset) << "\n"
+    << "arch = " << toml_string(std::string(arch_name(m.arch))) << "\n"
+    << "vocab_size = " << m.vocab_size << "\n"
+    << "max_seq_len = " << m.max_seq_len << "\n"
+    << "n_layer = " << m.n_layer << "\n"
+    << "n_head = " << m.n_head << "\n"
+    << "n_kv_head = " << m.n_kv_head << "\n"
+    << "d_model = " << m.d_model << "\n"
+    << "d_ff = " << m.d_ff << "\n"
+    << "norm_eps = " << toml_float(m.norm_eps) << "\n"
+    << "rope_theta = " << toml_float(m.rope_theta) << "\n"
+    << "tied_embeddings = " << toml_bool(m.tied_embeddings) << "\n"
+    << "init_weights = " << toml_string(init_weights) << "\n\n";
+  s << "[data]\n"
+    << "dir = " << toml_string(data.dir) << "\n"
+    << "seq_len = " << data.seq_len << "\n\n";
+  s << "[train]\n"
+    << "steps = " << train.steps << "\n"
+    << "batch_tokens = " << train.batch_tokens << "\n"
+    << "micro_batch = " << train.micro_batch << "\n"
+    << "seed = " << train.seed << "\n"
+    << "threads = " << train.threads << "\n"
+    << "eval_interval = " << train.eval_interval << "\n"
+    << "eval_batches = " << train.eval_batches << "\n"
+    << "log_interval = " << train.log_interval << "\n"
+    << "checkpoint_interval = " << train.checkpoint_interval << "\n"
+    << "keep_checkpoints = " << train.keep_checkpoints << "\n"
+    << "out_dir = " << toml_string(train.out_dir) << "\n"
+    << "timeout_s = " << toml_double(train.timeout_s) << "\n\n";
+  s << "[optim]\n"
+    << "lr = " << toml_float(optim.lr) << "\n"
+    << "min_lr = " << toml_float(optim.min_lr) << "\n"
+    << "warmup_steps = " << optim.warmup_steps << "\n"
+    << "schedule = " << toml_string(std::string(lr_schedule_name(optim.schedule))) << "\n"
+    << "beta1 = " << toml_float(optim.beta1) << "\n"
+    << "beta2 = " << toml_float(optim.beta2) << "\n"
+    << "eps = " << toml_float(optim.eps) << "\n"
+    << "weight_decay = " << toml_float(optim.weight_decay) << "\n"
+    << "decay_norms_and_biases = " << toml_bool(optim.decay_norms_and_biases) << "\n"
+    << "decay_embeddings = " << toml_bool(optim.decay_embeddings) << "\n"
+    << "grad_clip = " << toml_float(optim.grad_clip) << "\n\n";
+  s << "[parallel]\n"
+    << "dp = " << parallel.dp << "\n"
+    << "pp = " << parallel.pp << "\n"
+    << "tp = " << parallel.tp << "\n"
+    << "bucket_mb = " << toml_double(parallel.bucket_mb) << "\n";
+  return s.str();
+}
+
+nlohmann::json to_json(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  nlohmann::json j;
+  j["model"] = {{"preset", c.model_preset}, {"name", m.name}, {"arch", std::string(arch_name(m.arch))},
+                {"vocab_size", m.vocab_size}, {"max_seq_len", m.max_seq_len}, {"n_layer", m.n_layer},
+                {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"d_model", m.d_model}, {"d_ff", m.d_ff},
+                {"norm_eps", m.norm_eps}, {"rope_theta", m.rope_theta}, {"tied_embeddings", m.tied_embeddings},
+                {"init_weights", c.init_weights}, {"num_parameters", m.num_parameters()}};
+  j["data"] = {{"dir", c.data.dir}, {"seq_len", c.data.seq_len}};
+  const TrainConfig& t = c.train;
+  j["train"] = {{"steps", t.steps}, {"batch_tokens", t.batch_tokens}, {"micro_batch", t.micro_batch},
+                {"grad_accum", t.grad_accum}, {"seed", t.seed}, {"threads", t.threads},
+                {"eval_interval", t.eval_interval}, {"eval_batches", t.eval_batches},
+                {"log_interval", t.log_interval}, {"checkpoint_interval", t.checkpoint_interval},
+                {"keep_checkpoints", t.keep_checkpoints}, {"out_dir", t.out_dir}, {"timeout_s", t.timeout_s}};
+  const OptimConfig& o = c.optim;
+  j["optim"] = {{"lr", o.lr}, {"min_lr", o.min_lr}, {"warmup_steps", o.warmup_steps},
+                {"schedule", std::string(lr_schedule_name(o.schedule))}, {"beta1", o.beta1}, {"beta2", o.beta2},
+                {"eps", o.eps}, {"weight_decay", o.weight_decay},
+                {"decay_norms_and_biases", o.decay_norms_and_biases}, {"decay_embeddings", o.decay_embeddings},
+                {"grad_clip", o.grad_clip}};
+  j["parallel"] = {{"dp", c.parallel.dp}, {"pp", c.parallel.pp}, {"tp", c.parallel.tp},
+                   {"bucket_mb", c.parallel.bucket_mb}};
+  return j;
+}
+
+bool RunConfig::operator==(const RunConfig& other) const { return to_json(*this) == to_json(other); }
+
+}  // namespace tessera

@@ -1,0 +1,85 @@
+// Run configuration of a training job: strict TOML ([model] [data] [train] [optim] [parallel]) plus
+// "section.key=value" overrides, resolved into plain values (presets expanded, defaults derived).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace tessera {
+
+enum class LrSchedule { cosine, linear, constant };
+std::string_view lr_schedule_name(LrSchedule s);
+Result<LrSchedule> parse_lr_schedule(std::string_view s);
+
+struct DataConfig {
+  std::string dir;      // prepared dataset directory (holds manifest.json); required, not checked here
+  int64_t seq_len = 0;  // T; defaults to model.max_seq_len, must be <= it
+};
+
+struct TrainConfig {
+  int64_t steps = 100;
+  int64_t batch_tokens = 0;  // global batch in tokens = micro_batch * seq_len * grad_accum * dp
+  int64_t micro_batch = 4;   // B per rank per micro-step
+  int64_t grad_accum = 1;    // derived: batch_tokens / (micro_batch * seq_len * dp); not a TOML key
+  uint64_t seed = 1337;
+  int threads = 0;                  // 0 = all cores
+  int64_t eval_interval = 50;       // 0 = never evaluate during training
+  int64_t eval_batches = 10;
+  int64_t log_interval = 1;
+  int64_t checkpoint_interval = 0;  // 0 = only at the end
+  int64_t keep_checkpoints = 2;
+  std::string out_dir = "runs/default";
+  double timeout_s = 300;           // collective timeout
+};
+
+struct OptimConfig {
+  float lr = 3e-4f;
+  float min_lr = 3e-5f;  // default lr / 10
+  int64_t warmup_steps = 10;
+  LrSchedule schedule = LrSchedule::cosine;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+  bool decay_norms_and_biases = false;
+  bool decay_embeddings = false;
+  float grad_clip = 1.0f;  // max global grad norm; 0 = off
+};
+
+struct ParallelConfig {
+  int dp = 1;
+  int pp = 1;
+  int tp = 1;
+  double bucket_mb = 4.0;  // gradient all-reduce bucket size
+};
+
+struct RunConfig {
+  std::string model_preset = "tiny";  // [model] preset; explicit [model] keys override its values
+  ModelConfig model;                  // resolved and validated
+  std::string init_weights;           // [model] init_weights: optional HF safetensors file ("" = random init)
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  ParallelConfig parallel;
+
+  // Fully resolved config as TOML (every key explicit); parsing it gives back an equal RunConfig.
+  std::string to_toml() const;
+  bool operator==(const RunConfig&) const;
+};
+
+nlohmann::json to_json(const RunConfig& cfg);
+
+// Reads and resolves a config file. overrides: "section.key=value" (e.g. "train.steps=20"), applied
+// in order after the file; the value is parsed by the key's type.
+Result<RunConfig> load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Same from TOML text; source_name prefixes error messages.
+Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector<std::string>& overrides = {},
+                                   std::string_view source_name = "<config>");
+
+}  // namespace tessera
