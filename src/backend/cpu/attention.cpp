@@ -1,0 +1,328 @@
+// Causal self-attention (multi-head and grouped-query), blockwise in the FlashAttention-2 manner:
+// scores exist one 64 x 64 block at a time, with an online softmax in the forward pass and the
+// probabilities recomputed from the saved log-sum-exp in the backward pass.
+//
+// Blocks are held transposed (key rows x query columns) so that every per-query quantity (running
+// max, sum, lse, D) is a 64-wide vector and every matmul is vectorised over a 64-wide block
+// dimension or over the head size; Q and dO are transposed into scratch once per block, K and V
+// are read in place from qkv.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/attention_schedule.h"
+#include "backend/ops.h"
+#include "core/log.h"
+
+namespace tessera::ops {
+namespace {
+
+using attn::fast_exp;
+using attn::gemm_bcast;
+using attn::kBlock;
+
+struct Dims {
+  int64_t B, T, NH, NKV, HS;
+  int64_t C3;     // qkv row width
+  int64_t CO;     // out row width
+  int64_t group;  // query heads per kv head
+  int64_t nblk;   // blocks of kBlock rows covering T
+  float scale;
+
+  Dims(int64_t B_, int64_t T_, int64_t NH_, int64_t NKV_, int64_t HS_)
+      : B(B_), T(T_), NH(NH_), NKV(NKV_), HS(HS_), C3((NH_ + 2 * NKV_) * HS_), CO(NH_ * HS_),
+        group(NKV_ > 0 ? NH_ / NKV_ : 0), nblk((T_ + kBlock - 1) / kBlock),
+        scale(1.0f / std::sqrt(static_cast<float>(HS_))) {
+    TS_CHECK(NH > 0 && NKV > 0 && HS > 0 && NH % NKV == 0)
+        << "attention needs NH a positive multiple of NKV and HS > 0, got NH=" << NH << " NKV=" << NKV
+        << " HS=" << HS;
+  }
+  int64_t q_col(int64_t h) const { return h * HS; }
+  int64_t k_col(int64_t kvh) const { return (NH + kvh) * HS; }
+  int64_t v_col(int64_t kvh) const { return (NH + NKV + kvh) * HS; }
+  int64_t rows_in(int64_t blk) const { return std::min(kBlock, T - blk * kBlock); }
+};
+
+// dst[d*ld + i] = s * src[i*lds + d] for i < n; columns n..kBlock-1 are zeroed so that the padded
+// queries of a partial block give finite, unused scores.
+void transpose_block(float* dst, int64_t ld, const float* src, int64_t lds, int64_t n, int64_t HS, float s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = src + i * lds;
+    for (int64_t d = 0; d < HS; ++d) dst[d * ld + i] = s * row[d];
+  }
+  for (int64_t d = 0; d < HS; ++d)
+    for (int64_t i = n; i < kBlock; ++i) dst[d * ld + i] = 0.0f;
+}
+
+// ---- forward ----
+
+// Output rows of query block qb of head h in batch b.
+void forward_block(float* out, float* lse, const float* qkv, const Dims& dm, int64_t b, int64_t h, int64_t qb) {
+  thread_local attn::Scratch scratch;
+  const int64_t HS = dm.HS;
+  scratch.reserve(2 * attn::Scratch::round16(HS * kBlock) + kBlock * kBlock);
+  float* Qt = scratch.take(HS * kBlock);  // (HS, 64): scaled queries, transposed
+  float* Ot = scratch.take(HS * kBlock);  // (HS, 64): unnormalised output, transposed
+  float* St = scratch.take(kBlock * kBlock);  // (keys, queries): scores, then probabilities
+  alignas(64) float m[kBlock], l[kBlock], mx[kBlock], alpha[kBlock], sum[kBlock];
+
+  const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
+  const float* qkv_b = qkv + b * dm.T * dm.C3;
+  const int64_t kvh = h / dm.group;
+  transpose_block(Qt, kBlock, qkv_b + i0 * dm.C3 + dm.q_col(h), dm.C3, nq, HS, dm.scale);
+  std::fill(Ot, Ot + HS * kBlock, 0.0f);
+  std::fill(m, m + kBlock, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + kBlock, 0.0f);
+
+  for (int64_t kb = 0; kb <= qb; ++kb) {
+    const int64_t j0 = kb * kBlock, nk = dm.rows_in(kb);
+    const float* K = qkv_b + j0 * dm.C3 + dm.k_col(kvh);
+    const float* V = qkv_b + j0 * dm.C3 + dm.v_col(kvh);
+    gemm_bcast(nk, kBlock, HS, K, dm.C3, 1, Qt, kBlock, St, kBlock, false);
+    if (kb == qb)  // diagonal block (i0 == j0): query i sees key j only when j <= i
+      for (int64_t j = 1; j < nk; ++j)
+        for (int64_t i = 0; i < j; ++i) St[j * kBlock + i] = -std::numeric_limits<float>::infinity();
+
+    std::copy(m, m + kBlock, mx);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* s = St + j * kBlock;
+#pragma omp simd
+      for (int64_t i = 0; i < kBlock; ++i) mx[i] = s[i] > mx[i] ? s[i] : mx[i];
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < kBlock; ++i) {
+      alpha[i] = fast_exp(m[i] - mx[i]);  // 0 on the first block (m = -inf)
+      m[i] = mx[i];
+      sum[i] = 0.0f;
+    }
+    for (int64_t j = 0; j < nk; ++j) {
+      float* s = St + j * kBlock;
+#pragma omp simd
+      for (int64_t i = 0; i < kBlock; ++i) {
+        const float p = fast_exp(s[i] - mx[i]);
+        s[i] = p;
+        sum[i] += p;
+      }
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < kBlock; ++i) l[i] = l[i] * alpha[i] + sum[i];
+    for (int64_t d = 0; d < HS; ++d) {
+      float* o = Ot + d * kBlock;
+#pragma omp simd
+      for (int64_t i = 0; i < kBlock; ++i) o[i] *= alpha[i];
+    }
+    // Ot(HS, queries) += V^T(HS, keys) * Pt(keys, queries); V^T read in place from qkv.
+    gemm_bcast(HS, kBlock, nk, V, 1, dm.C3, St, kBlock, Ot, kBlock, true);
+  }
+
+  float* lse_h = lse + (b * dm.NH + h) * dm.T;
+  for (int64_t i = 0; i < nq; ++i) {
+    const float inv = 1.0f / l[i];
+    lse_h[i0 + i] = m[i] + std::log(l[i]);
+    float* o = out + (b * dm.T + i0 + i) * dm.CO + dm.q_col(h);
+    for (int64_t d = 0; d < HS; ++d) o[d] = Ot[d * kBlock + i] * inv;
+  }
+}
+
+// ---- backward ----
+
+struct BackwardArgs {
+  float* dqkv;
+  const float* dout;
+  const float* qkv;
+  const float* lse;
+  const float* D;  // (B, NH, T): rowsum(dout * out)
+};
+
+// Scratch of one block pair: probabilities and dS, both (keys, queries).
+struct PairScratch {
+  float* St;
+  float* dPt;
+};
+
+// Contributions of key block kb to query block qb of head h: dK, dV of kb when do_kv, dQ of qb when
+// do_q, all accumulated straight into dqkv. Qt and dOt hold the transposed (scaled) queries and
+// output gradient of block qb, leading dimension ldt.
+void backward_pair(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h, int64_t kb, int64_t qb,
+                   const float* Qt, const float* dOt, int64_t ldt, PairScratch ps, bool do_kv, bool do_q) {
+  const int64_t HS = dm.HS, C3 = dm.C3;
+  const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
+  const int64_t j0 = kb * kBlock, nk = dm.rows_in(kb);
+  const int64_t kvh = h / dm.group;
+  const float* K = a.qkv + (b * dm.T + j0) * C3 + dm.k_col(kvh);
+  const float* V = a.qkv + (b * dm.T + j0) * C3 + dm.v_col(kvh);
+  float* St = ps.St;
+  float* dPt = ps.dPt;
+
+  gemm_bcast(nk, kBlock, HS, K, C3, 1, Qt, ldt, St, kBlock, false);    // S^T = K (scale Q)^T
+  gemm_bcast(nk, kBlock, HS, V, C3, 1, dOt, ldt, dPt, kBlock, false);  // dP^T = V dO^T
+
+  alignas(64) float lse_b[kBlock], D_b[kBlock];
+  const float* lse_h = a.lse + (b * dm.NH + h) * dm.T + i0;
+  const float* D_h = a.D + (b * dm.NH + h) * dm.T + i0;
+  for (int64_t i = 0; i < kBlock; ++i) {
+    lse_b[i] = i < nq ? lse_h[i] : 0.0f;
+    D_b[i] = i < nq ? D_h[i] : 0.0f;
+  }
+  const bool diag = kb == qb;
+  const float scale = dm.scale;
+  for (int64_t j = 0; j < nk; ++j) {
+    float* s = St + j * kBlock;
+    float* dp = dPt + j * kBlock;
+    const int64_t first = diag ? j : 0;  // queries before `first` cannot see key j
+#pragma omp simd
+    for (int64_t i = 0; i < kBlock; ++i) {
+      const float p = i < first ? 0.0f : fast_exp(s[i] - lse_b[i]);
+      s[i] = p;
+      dp[i] = p * (dp[i] - D_b[i]) * scale;  // scale * dS, shared by dQ and dK
+    }
+  }
+
+  if (do_kv) {
+    float* dK = a.dqkv + (b * dm.T + j0) * C3 + dm.k_col(kvh);
+    float* dV = a.dqkv + (b * dm.T + j0) * C3 + dm.v_col(kvh);
+    const float* dO = a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h);
+    const float* Q = a.qkv + (b * dm.T + i0) * C3 + dm.q_col(h);
+    gemm_bcast(nk, HS, nq, St, kBlock, 1, dO, dm.CO, dV, C3, true);  // dV += P^T dO
+    gemm_bcast(nk, HS, nq, dPt, kBlock, 1, Q, C3, dK, C3, true);     // dK += scale dS^T Q
+  }
+  if (do_q) {
+    float* dQ = a.dqkv + (b * dm.T + i0) * C3 + dm.q_col(h);
+    gemm_bcast(nq, HS, nk, dPt, 1, kBlock, K, C3, dQ, C3, true);  // dQ += scale dS K
+  }
+}
+
+// Fused schedule: the task (b, kvh) owns dK, dV of kv head kvh and dQ of its query heads.
+void backward_fused_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t kvh) {
+  thread_local attn::Scratch scratch;
+  const int64_t Tp = dm.nblk * kBlock;
+  scratch.reserve(2 * attn::Scratch::round16(dm.HS * Tp) + 2 * kBlock * kBlock);
+  float* Qt = scratch.take(dm.HS * Tp);  // (HS, Tp): the whole head, transposed once
+  float* dOt = scratch.take(dm.HS * Tp);
+  PairScratch ps{scratch.take(kBlock * kBlock), scratch.take(kBlock * kBlock)};
+  for (int64_t h = kvh * dm.group; h < (kvh + 1) * dm.group; ++h) {
+    for (int64_t qb = 0; qb < dm.nblk; ++qb) {
+      const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
+      transpose_block(Qt + i0, Tp, a.qkv + (b * dm.T + i0) * dm.C3 + dm.q_col(h), dm.C3, nq, dm.HS, dm.scale);
+      transpose_block(dOt + i0, Tp, a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h), dm.CO, nq, dm.HS, 1.0f);
+    }
+    for (int64_t kb = 0; kb < dm.nblk; ++kb)
+      for (int64_t qb = kb; qb < dm.nblk; ++qb)
+        backward_pair(a, dm, b, h, kb, qb, Qt + qb * kBlock, dOt + qb * kBlock, Tp, ps, true, true);
+  }
+}
+
+// Two-pass schedule, pass 1: dK, dV of key block kb of kv head kvh (query heads, then query blocks,
+// in increasing order: the same order as the fused schedule).
+void backward_kv_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t kvh, int64_t kb) {
+  thread_local attn::Scratch scratch;
+  scratch.reserve(2 * attn::Scratch::round16(dm.HS * kBlock) + 2 * kBlock * kBlock);
+  float* Qt = scratch.take(dm.HS * kBlock);
+  float* dOt = scratch.take(dm.HS * kBlock);
+  PairScratch ps{scratch.take(kBlock * kBlock), scratch.take(kBlock * kBlock)};
+  for (int64_t h = kvh * dm.group; h < (kvh + 1) * dm.group; ++h)
+    for (int64_t qb = kb; qb < dm.nblk; ++qb) {
+      const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
+      transpose_block(Qt, kBlock, a.qkv + (b * dm.T + i0) * dm.C3 + dm.q_col(h), dm.C3, nq, dm.HS, dm.scale);
+      transpose_block(dOt, kBlock, a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h), dm.CO, nq, dm.HS, 1.0f);
+      backward_pair(a, dm, b, h, kb, qb, Qt, dOt, kBlock, ps, true, false);
+    }
+}
+
+// Two-pass schedule, pass 2: dQ of query block qb of head h, key blocks in increasing order.
+void backward_q_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h, int64_t qb) {
+  thread_local attn::Scratch scratch;
+  scratch.reserve(2 * attn::Scratch::round16(dm.HS * kBlock) + 2 * kBlock * kBlock);
+  float* Qt = scratch.take(dm.HS * kBlock);
+  float* dOt = scratch.take(dm.HS * kBlock);
+  PairScratch ps{scratch.take(kBlock * kBlock), scratch.take(kBlock * kBlock)};
+  const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
+  transpose_block(Qt, kBlock, a.qkv + (b * dm.T + i0) * dm.C3 + dm.q_col(h), dm.C3, nq, dm.HS, dm.scale);
+  transpose_block(dOt, kBlock, a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h), dm.CO, nq, dm.HS, 1.0f);
+  for (int64_t kb = 0; kb <= qb; ++kb) backward_pair(a, dm, b, h, kb, qb, Qt, dOt, kBlock, ps, false, true);
+}
+
+// Fused does ~5 block matmuls per block pair, two-pass ~7; fused wins unless its B*NKV equal tasks
+// leave more than a quarter of the thread-slots idle.
+bool prefer_fused(int64_t tasks, int64_t threads) {
+  if (threads <= 1) return true;
+  const int64_t rounds = (tasks + threads - 1) / threads;
+  return 4 * tasks >= 3 * rounds * threads;
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV,
+                       int64_t HS) {
+  if (B <= 0 || T <= 0) return;
+  const Dims dm(B, T, NH, NKV, HS);
+  const int64_t tasks = B * NH * dm.nblk;
+  // Longest tasks (last query blocks) first so that the dynamic schedule ends balanced.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t qb = dm.nblk - 1 - t / (B * NH);
+    const int64_t bh = t % (B * NH);
+    forward_block(out, lse, qkv, dm, bh / NH, bh % NH, qb);
+  }
+}
+
+namespace attn {
+
+void attention_backward_scheduled(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                  BackwardSchedule schedule) {
+  if (B <= 0 || T <= 0) return;
+  const Dims dm(B, T, NH, NKV, HS);
+
+  // D = rowsum(dout * out) per (b, h, t), in the calling thread's reusable buffer.
+  thread_local std::vector<float> D;
+  if (D.size() < static_cast<size_t>(B * NH * T)) D.resize(B * NH * T);
+  float* Dp = D.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < B * T; ++bt) {
+    const int64_t b = bt / T, t = bt % T;
+    for (int64_t h = 0; h < NH; ++h) {
+      const float* o = out + bt * dm.CO + h * HS;
+      const float* g = dout + bt * dm.CO + h * HS;
+      float s = 0.0f;
+      for (int64_t d = 0; d < HS; ++d) s += o[d] * g[d];
+      Dp[(b * NH + h) * T + t] = s;
+    }
+  }
+
+  const BackwardArgs a{dqkv, dout, qkv, lse, Dp};
+  if (schedule == BackwardSchedule::automatic)
+    schedule = prefer_fused(B * NKV, omp_get_max_threads()) ? BackwardSchedule::fused : BackwardSchedule::two_pass;
+  if (schedule == BackwardSchedule::fused) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t t = 0; t < B * NKV; ++t) backward_fused_task(a, dm, t / NKV, t % NKV);
+    return;
+  }
+  const int64_t nblk = dm.nblk;
+  // Pass 1: key block kb meets nblk - kb query blocks; ascending kb puts the longest tasks first.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < B * NKV * nblk; ++t) {
+    const int64_t bk = t % (B * NKV);
+    backward_kv_task(a, dm, bk / NKV, bk % NKV, t / (B * NKV));
+  }
+  // Pass 2: query block qb meets qb + 1 key blocks; descending qb first.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < B * NH * nblk; ++t) {
+    const int64_t bh = t % (B * NH);
+    backward_q_task(a, dm, bh / NH, bh % NH, nblk - 1 - t / (B * NH));
+  }
+}
+
+}  // namespace attn
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+  attn::attention_backward_scheduled(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS,
+                                     attn::BackwardSchedule::automatic);
+}
+
+}  // namespace tessera::ops

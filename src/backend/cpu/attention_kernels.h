@@ -1,0 +1,68 @@
+// Building blocks of the blockwise attention kernels: a small register-tiled matmul whose left
+// operand is read with arbitrary strides (so blocks of qkv are used in place), a vectorisable exp,
+// and reusable per-thread scratch.
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace tessera::ops::attn {
+
+// Queries and keys are processed in blocks of this many rows. 64 floats = four AVX-512 vectors, and
+// a 64 x 64 score block (16 KiB) plus the Q/K/V blocks for HS = 64 stay within L1/L2.
+constexpr int64_t kBlock = 64;
+
+// C(M,N) = A(M,K) * B(K,N), or C += A * B when accumulate. a(m,k) = A[m*sam + k*sak] (any strides,
+// read one scalar at a time and broadcast), b(k,n) = B[k*ldb + n], c(m,n) = C[m*ldc + n] (rows
+// contiguous, vectorised over n). The sum over k is formed in registers in increasing k and then
+// added to C, so the result depends only on the values, never on strides or alignment.
+void gemm_bcast(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak, const float* B,
+                int64_t ldb, float* C, int64_t ldc, bool accumulate);
+// Plain-loop version with the same contract: the fallback without AVX-512 and the tests' reference.
+void gemm_bcast_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak,
+                          const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
+
+// exp(x) in float, branch-free so that loops over it vectorise (std::exp does not without
+// -ffast-math). Cephes' expf polynomial after Cody-Waite range reduction: within ~2 ulp of expf.
+// Returns exactly 0 below -87.3 (no denormals), which also maps -inf (masked scores) to 0.
+inline float fast_exp(float x) {
+  float xc = x > -87.3f ? x : -87.3f;  // ternaries, not fmin/fmax: they map to vmaxps/vminps
+  xc = xc < 88.0f ? xc : 88.0f;
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.3f ? 0.0f : p * two_n;
+}
+
+// Per-thread scratch: one growing buffer carved into 64-byte aligned arrays. It only grows, so after
+// the first call with the largest sizes no kernel allocates.
+class Scratch {
+ public:
+  // Reserves room for `floats` floats in total (sum of the take() sizes, each rounded up to 16).
+  void reserve(size_t floats) {
+    if (buf_.size() < floats + 16) buf_.resize(floats + 16);
+    const auto addr = reinterpret_cast<uintptr_t>(buf_.data());
+    next_ = buf_.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  }
+  float* take(size_t floats) {
+    float* p = next_;
+    next_ += round16(floats);
+    return p;
+  }
+  static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+ private:
+  std::vector<float> buf_;
+  float* next_ = nullptr;
+};
+
+}  // namespace tessera::ops::attn
