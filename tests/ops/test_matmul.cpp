@@ -1,5 +1,7 @@
 // sgemm against a naive double product (odd shapes, transposes, alpha/beta), and the linear
 // layer's forward/backward against a double reference and finite differences.
+#include <cmath>
+
 #include "backend/ops.h"
 #include "op_test_util.h"
 
@@ -40,13 +42,22 @@ TEST(Sgemm, MatchesNaiveOnOddShapesAndTransposes) {
     }
 }
 
+TEST(Sgemm, EmptyInnerDimensionScalesC) {
+  std::vector<float> A(1), B(1), C = {1.0f, 2.0f, 3.0f, 4.0f};
+  ops::sgemm(false, false, 2, 2, 0, 1.0f, A.data(), 1, B.data(), 2, 0.5f, C.data(), 2);
+  EXPECT_EQ(C, (std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f}));
+  C.assign(4, std::nanf(""));  // beta = 0 overwrites, even NaN
+  ops::sgemm(false, false, 2, 2, 0, 1.0f, A.data(), 1, B.data(), 2, 0.0f, C.data(), 2);
+  EXPECT_EQ(C, (std::vector<float>(4, 0.0f)));
+}
+
 TEST(Matmul, ForwardMatchesNaiveOnOddShapes) {
   const int64_t N = 37, C = 29, OC = 53;
   auto inp = random_floats(N * C, 4);
   auto w = random_floats(OC * C, 5);
   auto b = random_floats(OC, 6);
   for (bool with_bias : {false, true}) {
-    std::vector<float> out(N * OC, 123.0f);  // garbage that must be overwritten
+    std::vector<float> out(N * OC, std::nanf(""));  // garbage that must be overwritten, not read
     ops::matmul_forward(out.data(), inp.data(), w.data(), with_bias ? b.data() : nullptr, N, C, OC);
     std::vector<double> ref(N * OC);
     for (int64_t n = 0; n < N; ++n)
