@@ -1,0 +1,133 @@
+// Listing, choosing and pruning checkpoint directories (never touching anything not ours).
+#include "checkpoint/catalog.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/file_io.h"
+#include "checkpoint/format.h"
+#include "core/log.h"
+
+namespace tessera::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+// "step_00000012.tmp-..." -> true: a save that has not (yet) been renamed into place.
+bool is_staging_name(const std::string& name) {
+  auto pos = name.find(".tmp-");
+  int64_t step;
+  return pos != std::string::npos && parse_step_dir_name(name.substr(0, pos), &step);
+}
+
+bool is_tessera_file_name(const std::string& name) {
+  if (name == kManifestFile || name == kCompleteFile) return true;
+  constexpr std::string_view prefix = "shard_", suffix = ".bin";
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix))
+    return false;
+  std::string_view digits(name.data() + prefix.size(), name.size() - prefix.size() - suffix.size());
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Why a complete-looking directory may not be deleted; empty when it may.
+std::string reason_not_to_delete(const fs::path& dir) {
+  auto text = read_text_file((dir / kManifestFile).string());
+  if (!text.ok()) return "its manifest cannot be read (" + text.status().message() + ")";
+  auto j = nlohmann::json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormatName)
+    return "its manifest.json is not a Tessera checkpoint manifest";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || !is_tessera_file_name(name)) return "it contains '" + name + "', which Tessera did not write";
+  }
+  if (ec) return "it cannot be listed (" + ec.message() + ")";
+  return {};
+}
+
+Status delete_checkpoint_dir(const fs::path& dir) {
+  std::error_code ec;
+  // COMPLETE first: from here on readers treat the directory as incomplete.
+  fs::remove(dir / kCompleteFile, ec);
+  if (!ec) (void)fsync_dir(dir.string());  // best effort: the marker's removal should reach disk first
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) files.push_back(e.path());
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
+    return (a.filename() == kManifestFile) < (b.filename() == kManifestFile);  // manifest last
+  });
+  for (const auto& f : files) {
+    if (ec) break;
+    fs::remove(f, ec);
+  }
+  if (!ec) fs::remove(dir, ec);
+  if (ec) {
+    return io_error("cannot delete old checkpoint '" + dir.string() + "': " + ec.message() +
+                    "; check permissions, or delete it by hand");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<CheckpointInfo>> list_complete_checkpoints(const std::string& run_dir, bool warn) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::vector<CheckpointInfo> out;
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return out;
+  fs::directory_iterator it(root, ec);
+  if (ec) return io_error("cannot list '" + root.string() + "': " + ec.message() + "; check read permission");
+  for (const auto& e : it) {
+    if (!e.is_directory(ec)) continue;
+    const std::string name = e.path().filename().string();
+    int64_t step;
+    if (parse_step_dir_name(name, &step)) {
+      if (is_file(e.path() / kCompleteFile) && is_file(e.path() / kManifestFile)) {
+        out.push_back(CheckpointInfo{e.path().string(), step});
+      } else if (warn) {
+        log_warn("ignoring incomplete checkpoint '" + e.path().string() +
+                 "' (no COMPLETE marker or manifest): it was interrupted; delete it to silence this warning");
+      }
+    } else if (warn && is_staging_name(name)) {
+      log_warn("ignoring unfinished checkpoint save '" + e.path().string() +
+               "': a save was interrupted (or is still running); delete it once no save is running");
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
+  return out;
+}
+
+Result<CheckpointInfo> find_latest_complete(const std::string& run_dir) {
+  TS_ASSIGN_OR_RETURN(auto all, list_complete_checkpoints(run_dir, /*warn=*/true));
+  if (all.empty()) {
+    return not_found("no complete checkpoint in '" + (fs::path(run_dir) / "checkpoints").string() +
+                     "'; start a new run or point to the run directory that holds the checkpoints");
+  }
+  return all.back();
+}
+
+Status prune_checkpoints(const std::string& run_dir, int keep_last) {
+  if (keep_last < 1)
+    return invalid_argument("prune_checkpoints: keep_last is " + std::to_string(keep_last) +
+                            ", must be >= 1 (to keep every checkpoint, do not prune)");
+  TS_ASSIGN_OR_RETURN(auto all, list_complete_checkpoints(run_dir));
+  if (static_cast<int>(all.size()) <= keep_last) return {};
+  for (size_t i = 0; i + keep_last < all.size(); ++i) {
+    const fs::path dir = all[i].path;
+    std::string why = reason_not_to_delete(dir);
+    if (!why.empty()) {
+      log_warn("not deleting old checkpoint '" + dir.string() + "': " + why + "; move it out of the way or delete it by hand");
+      continue;
+    }
+    TS_RETURN_IF_ERROR(delete_checkpoint_dir(dir));
+    log_info("deleted old checkpoint '" + dir.string() + "' (keeping the last " + std::to_string(keep_last) + ")");
+  }
+  return {};
+}
+
+}  // namespace tessera::checkpoint

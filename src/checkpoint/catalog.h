@@ -1,0 +1,30 @@
+// Finding and pruning checkpoints in a run directory. Only directories named step_<%08d> that
+// hold a COMPLETE marker and a manifest count; staging (.tmp-*) and incomplete ones are skipped.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessera::checkpoint {
+
+struct CheckpointInfo {
+  std::string path;  // <run_dir>/checkpoints/step_<%08d>
+  int64_t step = 0;
+};
+
+// Complete checkpoints, oldest first; empty when <run_dir>/checkpoints does not exist.
+// With `warn`, logs a warning for each unfinished or incomplete checkpoint directory it skips.
+Result<std::vector<CheckpointInfo>> list_complete_checkpoints(const std::string& run_dir, bool warn = false);
+
+// The complete checkpoint with the highest step (warning about skipped ones); not_found if none.
+Result<CheckpointInfo> find_latest_complete(const std::string& run_dir);
+
+// Deletes all but the newest `keep_last` (>= 1) complete checkpoints. Deletes only directories
+// that are verifiably Tessera checkpoints (manifest with the Tessera format name) holding only
+// files Tessera writes; anything else is left in place with a warning. COMPLETE goes first, so an
+// interrupted prune leaves an incomplete directory that readers skip, never a broken "complete" one.
+Status prune_checkpoints(const std::string& run_dir, int keep_last);
+
+}  // namespace tessera::checkpoint

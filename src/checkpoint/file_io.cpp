@@ -1,0 +1,154 @@
+// POSIX implementation of the checkpoint file helpers (open/write/fsync/rename/pread).
+#include "checkpoint/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace tessera::checkpoint {
+namespace {
+
+std::string sys_error(const std::string& what, const std::string& path) {
+  return what + " '" + path + "': " + std::strerror(errno);
+}
+
+// The common fix for a failed write: space or permissions.
+constexpr const char* kWriteFix = "; check free disk space and write permission, or choose another run directory";
+
+}  // namespace
+
+Result<DurableFile> DurableFile::create(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error(sys_error("cannot create", path) + kWriteFix);
+  return DurableFile(path, fd);
+}
+
+DurableFile::DurableFile(DurableFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), bytes_(o.bytes_) {
+  o.fd_ = -1;
+}
+
+DurableFile::~DurableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status DurableFile::write(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error(sys_error("cannot write", path_) + kWriteFix);
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+    bytes_ += n;
+  }
+  return {};
+}
+
+Status DurableFile::write_zeros(size_t bytes) {
+  static const char zeros[256] = {};
+  while (bytes > 0) {
+    size_t n = bytes < sizeof zeros ? bytes : sizeof zeros;
+    TS_RETURN_IF_ERROR(write(zeros, n));
+    bytes -= n;
+  }
+  return {};
+}
+
+Status DurableFile::sync_and_close() {
+  if (::fsync(fd_) != 0) return io_error(sys_error("cannot fsync", path_) + kWriteFix);
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) return io_error(sys_error("cannot close", path_) + kWriteFix);
+  return {};
+}
+
+Status write_file_durable(const std::string& path, const std::string& text) {
+  TS_ASSIGN_OR_RETURN(DurableFile f, DurableFile::create(path));
+  TS_RETURN_IF_ERROR(f.write(text.data(), text.size()));
+  return f.sync_and_close();
+}
+
+Status fsync_dir(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error(sys_error("cannot open directory", path) + kWriteFix);
+  int rc = ::fsync(fd);
+  int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (rc != 0) return io_error(sys_error("cannot fsync directory", path) + kWriteFix);
+  return {};
+}
+
+Status rename_no_replace(const std::string& from, const std::string& to) {
+  // renameat2(RENAME_NOREPLACE) makes "never overwrite" atomic; filesystems without it (some
+  // network filesystems) fall back to check-then-rename, which is safe for one writer per step.
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return {};
+  if (errno == EEXIST || errno == ENOTEMPTY)
+    return invalid_argument("checkpoint '" + to + "' already exists and is never overwritten; "
+                            "save under another step or move the existing directory away");
+  if (errno != EINVAL && errno != ENOSYS) return io_error(sys_error("cannot rename '" + from + "' to", to) + kWriteFix);
+  struct stat st;
+  if (::stat(to.c_str(), &st) == 0)
+    return invalid_argument("checkpoint '" + to + "' already exists and is never overwritten; "
+                            "save under another step or move the existing directory away");
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    return io_error(sys_error("cannot rename '" + from + "' to", to) + kWriteFix);
+  return {};
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  TS_ASSIGN_OR_RETURN(ReadOnlyFile f, ReadOnlyFile::open(path));
+  std::string text(static_cast<size_t>(f.size()), '\0');
+  TS_RETURN_IF_ERROR(f.read_at(0, text.size(), text.data()));
+  return text;
+}
+
+Result<ReadOnlyFile> ReadOnlyFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return not_found("missing file '" + path + "'");
+    return io_error(sys_error("cannot open", path) + "; check read permission");
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    std::string msg = sys_error("cannot stat", path);
+    ::close(fd);
+    return io_error(msg);
+  }
+  return ReadOnlyFile(path, fd, static_cast<int64_t>(st.st_size));
+}
+
+ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) {
+  o.fd_ = -1;
+}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status ReadOnlyFile::read_at(int64_t offset, size_t bytes, void* dst) const {
+  char* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    ssize_t n = ::pread(fd_, p, bytes, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error(sys_error("cannot read", path_));
+    }
+    if (n == 0)
+      return corrupt_data("'" + path_ + "' is truncated: needed " + std::to_string(bytes) + " more bytes at offset " +
+                          std::to_string(offset) + "; the checkpoint is damaged, resume from another one");
+    p += n;
+    bytes -= static_cast<size_t>(n);
+    offset += n;
+  }
+  return {};
+}
+
+}  // namespace tessera::checkpoint

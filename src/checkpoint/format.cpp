@@ -1,0 +1,327 @@
+// Checkpoint record types to and from JSON, with validation that names the bad field, and the
+// merge of per-rank entries into one list of tensors.
+#include "checkpoint/format.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace tessera::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+// Parsing throws this internally so that the many nested field checks stay readable; it never
+// leaves this file (the public functions turn it into a Status).
+struct ParseError {
+  std::string message;
+};
+
+[[noreturn]] void fail(std::string_view where, const std::string& what) {
+  throw ParseError{std::string(where) + ": " + what};
+}
+
+const json& field(const json& j, const char* name, std::string_view where) {
+  if (!j.is_object()) fail(where, "expected a JSON object");
+  auto it = j.find(name);
+  if (it == j.end()) fail(where, std::string("missing field '") + name + "'");
+  return *it;
+}
+
+int64_t int_field(const json& j, const char* name, std::string_view where, int64_t min_value = 0) {
+  const json& v = field(j, name, where);
+  if (!v.is_number_integer()) fail(where, std::string("field '") + name + "' must be an integer");
+  int64_t x = v.get<int64_t>();
+  if (x < min_value)
+    fail(where, std::string("field '") + name + "' is " + std::to_string(x) + ", must be >= " +
+                    std::to_string(min_value));
+  return x;
+}
+
+std::string string_field(const json& j, const char* name, std::string_view where) {
+  const json& v = field(j, name, where);
+  if (!v.is_string()) fail(where, std::string("field '") + name + "' must be a string");
+  return v.get<std::string>();
+}
+
+std::string checksum_hex(uint64_t c) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(c));
+  return buf;
+}
+
+uint64_t parse_checksum(const std::string& s, std::string_view where) {
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  if (s.size() != 16 || ec != std::errc() || ptr != s.data() + s.size())
+    fail(where, "checksum '" + s + "' is not 16 hex digits");
+  return v;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+json piece_to_json(const TensorPiece& p) {
+  return {{"rank", p.rank},
+          {"file", p.file},
+          {"offset_in_file", p.offset_in_file},
+          {"global_offset", p.global_offset},
+          {"numel", p.numel},
+          {"checksum", checksum_hex(p.checksum)}};
+}
+
+TensorPiece piece_from_json(const json& j, std::string_view where) {
+  TensorPiece p;
+  p.rank = static_cast<int>(int_field(j, "rank", where));
+  p.file = string_field(j, "file", where);
+  // Piece files must stay inside the checkpoint directory: a manifest is data, not a path oracle.
+  if (p.file.empty() || p.file.find('/') != std::string::npos || p.file == "." || p.file == "..")
+    fail(where, "file '" + p.file + "' must be a plain file name inside the checkpoint directory");
+  p.offset_in_file = int_field(j, "offset_in_file", where);
+  p.global_offset = int_field(j, "global_offset", where);
+  p.numel = int_field(j, "numel", where);
+  p.checksum = parse_checksum(string_field(j, "checksum", where), where);
+  return p;
+}
+
+json entry_to_json(const TensorEntry& e) {
+  json pieces = json::array();
+  for (const auto& p : e.pieces) pieces.push_back(piece_to_json(p));
+  return {{"key", e.key}, {"dtype", std::string(dtype_name(e.dtype))}, {"global_shape", e.global_shape},
+          {"pieces", pieces}};
+}
+
+TensorEntry entry_from_json(const json& j, std::string_view where) {
+  TensorEntry e;
+  e.key = string_field(j, "key", where);
+  if (e.key.empty()) fail(where, "tensor with an empty key");
+  std::string w = std::string(where) + ", tensor '" + e.key + "'";
+  auto dt = parse_dtype_name(string_field(j, "dtype", w));
+  if (!dt.ok()) fail(w, dt.status().message());
+  e.dtype = dt.value();
+  const json& shape = field(j, "global_shape", w);
+  if (!shape.is_array()) fail(w, "global_shape must be an array of integers");
+  for (const auto& d : shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0) fail(w, "global_shape must hold integers >= 0");
+    e.global_shape.push_back(d.get<int64_t>());
+  }
+  const json& pieces = field(j, "pieces", w);
+  if (!pieces.is_array()) fail(w, "pieces must be an array");
+  for (const auto& p : pieces) e.pieces.push_back(piece_from_json(p, w));
+  return e;
+}
+
+std::vector<TensorEntry> entries_from_json_or_throw(const json& j, std::string_view where) {
+  if (!j.is_array()) fail(where, "tensor list must be an array");
+  std::vector<TensorEntry> out;
+  for (const auto& e : j) out.push_back(entry_from_json(e, where));
+  return out;
+}
+
+ShardRecord shard_from_json(const json& j, std::string_view where, bool with_entries) {
+  ShardRecord r;
+  r.rank = static_cast<int>(int_field(j, "rank", where));
+  r.file = string_field(j, "file", where);
+  r.bytes = int_field(j, "bytes", where);
+  if (with_entries) r.entries = entries_from_json_or_throw(field(j, "tensors", where), where);
+  return r;
+}
+
+}  // namespace
+
+std::string step_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+bool parse_step_dir_name(std::string_view name, int64_t* step) {
+  constexpr std::string_view prefix = "step_";
+  if (name.size() < prefix.size() + 8 || name.substr(0, prefix.size()) != prefix) return false;
+  std::string_view digits = name.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return false;
+  if (step_dir_name(v) != name) return false;  // canonical form only
+  *step = v;
+  return true;
+}
+
+std::string shard_file_name(int rank) { return "shard_" + std::to_string(rank) + ".bin"; }
+
+Result<DType> parse_dtype_name(std::string_view name) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::u16, DType::u8})
+    if (dtype_name(t) == name) return t;
+  return invalid_argument("unknown dtype '" + std::string(name) + "' (expected f32, bf16, f16, i32, u16 or u8)");
+}
+
+int64_t shape_numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+uint64_t checksum_bytes(const void* data, size_t bytes) { return XXH64(data, bytes, 0); }
+
+Status validate_coverage(const TensorEntry& e, std::string_view where) {
+  const int64_t total = shape_numel(e.global_shape);
+  const std::string name = std::string(where) + ": tensor '" + e.key + "' " + shape_string(e.global_shape);
+  int64_t next = 0;
+  for (size_t i = 0; i < e.pieces.size(); ++i) {
+    const TensorPiece& p = e.pieces[i];
+    if (p.global_offset < next) {
+      return corrupt_data(name + ": elements [" + std::to_string(p.global_offset) + ", " +
+                          std::to_string(std::min(next, p.global_offset + p.numel)) +
+                          ") are stored twice (ranks " + std::to_string(e.pieces[i - 1].rank) + " and " +
+                          std::to_string(p.rank) + "); save each range from exactly one rank (e.g. dp rank 0)");
+    }
+    if (p.global_offset > next) {
+      return corrupt_data(name + ": elements [" + std::to_string(next) + ", " + std::to_string(p.global_offset) +
+                          ") are stored by no rank; every range of every tensor must be saved by some rank");
+    }
+    if (p.global_offset + p.numel > total) {
+      return corrupt_data(name + ": rank " + std::to_string(p.rank) + " stored elements up to " +
+                          std::to_string(p.global_offset + p.numel) + ", past the tensor's " +
+                          std::to_string(total) + " elements");
+    }
+    next = p.global_offset + p.numel;
+  }
+  if (next != total) {
+    return corrupt_data(name + ": elements [" + std::to_string(next) + ", " + std::to_string(total) +
+                        ") are stored by no rank; every range of every tensor must be saved by some rank");
+  }
+  return {};
+}
+
+Result<std::vector<TensorEntry>> merge_entries(const std::vector<TensorEntry>& entries) {
+  std::map<std::string, TensorEntry> by_key;
+  std::map<std::string, int> first_rank;  // who defined dtype/shape first, for error messages
+  for (const TensorEntry& e : entries) {
+    int rank = e.pieces.empty() ? -1 : e.pieces.front().rank;
+    auto [it, inserted] = by_key.try_emplace(e.key, TensorEntry{e.key, e.dtype, e.global_shape, {}});
+    if (inserted) first_rank[e.key] = rank;
+    TensorEntry& m = it->second;
+    if (m.dtype != e.dtype || m.global_shape != e.global_shape) {
+      return invalid_argument("tensor '" + e.key + "' is saved as " + std::string(dtype_name(m.dtype)) + " " +
+                              shape_string(m.global_shape) + " by rank " + std::to_string(first_rank[e.key]) +
+                              " but as " + std::string(dtype_name(e.dtype)) + " " + shape_string(e.global_shape) +
+                              " by rank " + std::to_string(rank) +
+                              "; every rank must describe a tensor with the same dtype and global shape");
+    }
+    for (const auto& p : e.pieces)
+      if (p.numel > 0) m.pieces.push_back(p);
+  }
+  std::vector<TensorEntry> out;
+  out.reserve(by_key.size());
+  for (auto& [key, e] : by_key) {
+    std::sort(e.pieces.begin(), e.pieces.end(),
+              [](const TensorPiece& a, const TensorPiece& b) { return a.global_offset < b.global_offset; });
+    Status s = validate_coverage(e, "saving checkpoint");
+    if (!s.ok()) return invalid_argument(s.message());
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+nlohmann::json entries_to_json(const std::vector<TensorEntry>& entries) {
+  json arr = json::array();
+  for (const auto& e : entries) arr.push_back(entry_to_json(e));
+  return arr;
+}
+
+Result<std::vector<TensorEntry>> entries_from_json(const nlohmann::json& j, std::string_view where) {
+  try {
+    return entries_from_json_or_throw(j, where);
+  } catch (const ParseError& e) {
+    return corrupt_data(e.message);
+  }
+}
+
+nlohmann::json shard_record_to_json(const ShardRecord& r) {
+  return {{"rank", r.rank}, {"file", r.file}, {"bytes", r.bytes}, {"tensors", entries_to_json(r.entries)}};
+}
+
+Result<ShardRecord> shard_record_from_json(const nlohmann::json& j) {
+  try {
+    return shard_from_json(j, "shard record", true);
+  } catch (const ParseError& e) {
+    return corrupt_data(e.message);
+  }
+}
+
+nlohmann::json manifest_to_json(const Manifest& m) {
+  json shards = json::array();
+  for (const auto& s : m.shards) shards.push_back({{"rank", s.rank}, {"file", s.file}, {"bytes", s.bytes}});
+  return {{"format", std::string(kFormatName)},
+          {"version", m.version},
+          {"step", m.step},
+          {"world_size", m.world_size},
+          {"shards", shards},
+          {"config", m.config},
+          {"state", m.state},
+          {"tensors", entries_to_json(m.tensors)}};
+}
+
+Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& path) {
+  const std::string fix = "; the manifest is damaged or was not written by Tessera: resume from another checkpoint";
+  try {
+    Manifest m;
+    if (string_field(j, "format", path) != kFormatName)
+      fail(path, "'format' is not '" + std::string(kFormatName) + "'");
+    m.version = static_cast<int>(int_field(j, "version", path, 1));
+    if (m.version > kFormatVersion) {
+      return invalid_argument(path + ": checkpoint format version " + std::to_string(m.version) +
+                              " is newer than this build supports (" + std::to_string(kFormatVersion) +
+                              "); load it with a newer Tessera");
+    }
+    m.step = int_field(j, "step", path);
+    m.world_size = static_cast<int>(int_field(j, "world_size", path, 1));
+    const json& shards = field(j, "shards", path);
+    if (!shards.is_array()) fail(path, "'shards' must be an array");
+    for (const auto& s : shards) m.shards.push_back(shard_from_json(s, path + ", shard", false));
+    if (static_cast<int>(m.shards.size()) != m.world_size)
+      fail(path, std::to_string(m.shards.size()) + " shard files listed for world_size " +
+                     std::to_string(m.world_size));
+    for (int r = 0; r < m.world_size; ++r)
+      if (m.shards[r].rank != r) fail(path, "shard list is not ordered by rank 0.." + std::to_string(m.world_size - 1));
+    m.config = field(j, "config", path);
+    m.state = field(j, "state", path);
+    if (!m.config.is_object()) fail(path, "'config' must be an object");
+    if (!m.state.is_object()) fail(path, "'state' must be an object");
+    m.tensors = entries_from_json_or_throw(field(j, "tensors", path), path);
+    std::map<std::string_view, int> seen;
+    for (auto& e : m.tensors) {
+      std::sort(e.pieces.begin(), e.pieces.end(),
+                [](const TensorPiece& a, const TensorPiece& b) { return a.global_offset < b.global_offset; });
+      if (seen[e.key]++) fail(path, "tensor '" + e.key + "' is listed twice");
+      for (const auto& p : e.pieces) {
+        if (p.rank >= m.world_size || m.shards[p.rank].file != p.file)
+          fail(path, "tensor '" + e.key + "' has a piece in '" + p.file + "' (rank " + std::to_string(p.rank) +
+                         ") that is not in the shard list");
+        int64_t end = p.offset_in_file + p.numel * static_cast<int64_t>(dtype_size(e.dtype));
+        if (end > m.shards[p.rank].bytes)
+          fail(path, "tensor '" + e.key + "' has a piece ending at byte " + std::to_string(end) + " of '" + p.file +
+                         "', past its recorded size " + std::to_string(m.shards[p.rank].bytes));
+      }
+      Status s = validate_coverage(e, path);
+      if (!s.ok()) return corrupt_data(s.message() + fix);
+    }
+    return m;
+  } catch (const ParseError& e) {
+    return corrupt_data(e.message + fix);
+  }
+}
+
+}  // namespace tessera::checkpoint

@@ -1,0 +1,74 @@
+// Saving a checkpoint from many ranks, in three steps the trainer separates with barriers:
+//   every rank:  CheckpointWriter w(target, rank); w.add(...)...; w.write_shard();
+//   (gather every rank's w.record() to rank 0 as JSON: shard_record_to_json / _from_json; barrier)
+//   rank 0:      write_manifest(target, records, config, state); finalize(target);
+//                prune_checkpoints(run_dir, keep_last) (catalog.h)
+// Everything is written into <run_dir>/checkpoints/step_<%08d>.tmp-<tag>/ and fsynced; finalize
+// writes COMPLETE there last and renames the directory into place, so a directory named
+// step_<%08d> is always complete. An existing checkpoint is never overwritten.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/format.h"
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace tessera::checkpoint {
+
+// Where one checkpoint is being saved. `staging_tag` names the temporary directory and must be
+// the same on every rank: the trainer broadcasts rank 0's default_staging_tag().
+struct CheckpointTarget {
+  std::string run_dir;
+  int64_t step = 0;
+  uint64_t staging_tag = 0;
+
+  std::string checkpoints_dir() const;  // <run_dir>/checkpoints
+  std::string final_dir() const;        // <run_dir>/checkpoints/step_<%08d>
+  std::string staging_dir() const;      // <run_dir>/checkpoints/step_<%08d>.tmp-<tag>
+};
+
+uint64_t default_staging_tag();  // this process's pid
+CheckpointTarget checkpoint_target(std::string run_dir, int64_t step, uint64_t staging_tag = default_staging_tag());
+
+// Collects this rank's pieces and writes them to shard_<rank>.bin in the staging directory.
+class CheckpointWriter {
+ public:
+  CheckpointWriter(CheckpointTarget target, int rank);
+
+  // Registers elements [global_offset, global_offset + numel) of the flattened tensor `key`.
+  // `data` is not copied: it must stay valid and unchanged until write_shard returns.
+  Status add(std::string key, DType dtype, std::vector<int64_t> global_shape, int64_t global_offset, int64_t numel,
+             const void* data);
+  // Writes and fsyncs the shard file (refusing early when the final checkpoint already exists).
+  Status write_shard();
+  // What this rank wrote, for the manifest; valid after write_shard.
+  const ShardRecord& record() const { return record_; }
+  const CheckpointTarget& target() const { return target_; }
+
+ private:
+  struct Pending {
+    TensorEntry entry;  // exactly one piece
+    const void* data;
+  };
+  CheckpointTarget target_;
+  int rank_;
+  std::vector<Pending> pending_;
+  ShardRecord record_;
+  bool written_ = false;
+};
+
+// Rank 0, after every rank's write_shard: merges the records (one per rank, ranks 0..N-1),
+// checks that every tensor is covered exactly once and every shard file has its recorded size,
+// then writes and fsyncs manifest.json. `config` and `state` must be JSON objects.
+Status write_manifest(const CheckpointTarget& target, const std::vector<ShardRecord>& records,
+                      const nlohmann::json& config, const nlohmann::json& state);
+
+// Rank 0, after write_manifest: writes COMPLETE, fsyncs, renames the staging directory to its
+// final name and fsyncs the parent. Errors if the final directory exists.
+Status finalize(const CheckpointTarget& target);
+
+}  // namespace tessera::checkpoint
