@@ -29,22 +29,34 @@ namespace {
 template <int R, int NV>
 void tile(int64_t K, const float* A, int64_t sam, int64_t sak, const float* B, int64_t ldb, float* C,
           int64_t ldc, bool accumulate, __mmask16 tail) {
+  // Every loop over r and v is fully unrolled: otherwise GCC keeps acc in memory as well as in
+  // registers and stores all 16 accumulators on every k.
   __m512 acc[R][NV];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
     const float* bk = B + k * ldb;
     const float* ak = A + k * sak;
     __m512 b[NV];
+#pragma GCC unroll 4
     for (int v = 0; v < NV - 1; ++v) b[v] = _mm512_loadu_ps(bk + 16 * v);
     b[NV - 1] = _mm512_maskz_loadu_ps(tail, bk + 16 * (NV - 1));
+    // Keep b in registers: folded into each FMA as a memory operand it would be loaded R times.
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) asm("" : "+v"(b[v]));
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(ak[r * sam]);
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     float* c = C + r * ldc;
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       const __mmask16 mask = v == NV - 1 ? tail : static_cast<__mmask16>(0xFFFF);
       __m512 x = acc[r][v];

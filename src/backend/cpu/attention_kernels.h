@@ -26,10 +26,14 @@ void gemm_bcast_reference(int64_t M, int64_t N, int64_t K, const float* A, int64
 // exp(x) in float, branch-free so that loops over it vectorise (std::exp does not without
 // -ffast-math). Cephes' expf polynomial after Cody-Waite range reduction: within ~2 ulp of expf.
 // Returns exactly 0 below -87.3 (no denormals), which also maps -inf (masked scores) to 0.
+// n = round(x / ln2) comes from the 1.5 * 2^23 shifter rather than floor() and a float->int
+// conversion, which GCC refuses to vectorise under the default -ftrapping-math.
 inline float fast_exp(float x) {
   float xc = x > -87.3f ? x : -87.3f;  // ternaries, not fmin/fmax: they map to vmaxps/vminps
   xc = xc < 88.0f ? xc : 88.0f;
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float shifted = xc * 1.44269504088896341f + kShifter;
+  const float n = shifted - kShifter;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -39,7 +43,9 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  // The low mantissa bits of `shifted` hold n (two's complement around the shifter's bits).
+  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kShifter);
+  const float two_n = std::bit_cast<float>((ni + 127) << 23);
   return x < -87.3f ? 0.0f : p * two_n;
 }
 
