@@ -114,16 +114,18 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::train(co
       {"input_sentence_size", std::to_string(o.max_sentences)},
       {"shuffle_input_sentence", "true"},
       {"num_threads", std::to_string(o.num_threads)},
-      {"random_seed", std::to_string(o.seed)},
       {"minloglevel", "1"},
   };
+  // SentencePiece keeps its sampling seed process-wide; set it on every call so training is
+  // reproducible whatever ran before.
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));
   FileLineIterator it(o.input_files);
   std::string proto;
   auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &proto);
   if (!st.ok())
     return invalid_argument("SentencePiece " + std::string(type) + " training (vocab " + std::to_string(o.vocab_size) +
                             ") failed: " + st.ToString() +
-                            " (a vocabulary larger than the corpus supports or smaller than its characters need fails: change the vocab size)");
+                            " (a vocab size larger than the corpus supports, or too small for its characters, fails: change it)");
   TS_RETURN_IF_ERROR(write_file_atomic(o.model_path, proto));
   return load(o.model_path, type);
 }

@@ -1,6 +1,7 @@
 // SentencePiece tokenizer (BPE or unigram): training on text files and loading a .model file.
 // Trained models use byte fallback and identity normalisation, so every string encodes and
-// decode(encode(s)) == s exactly (whitespace and newlines included).
+// decode(encode(s)) == s exactly for valid UTF-8, whitespace and newlines included (SentencePiece
+// reads text as UTF-8: an invalid byte becomes U+FFFD; use the byte tokenizer for binary data).
 #pragma once
 #include <functional>
 #include <memory>

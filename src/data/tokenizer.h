@@ -15,7 +15,8 @@ namespace tessera {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Every string encodes (byte fallback); decode(encode(s)) == s for the tokenizers here.
+  // Every string encodes (byte fallback); decode(encode(s)) == s for the tokenizers here (for
+  // SentencePiece: for valid UTF-8).
   virtual std::vector<uint32_t> encode(std::string_view text) const = 0;
   // Ids >= vocab_size() (a model's padded vocabulary can sample them) decode to U+FFFD.
   virtual std::string decode(std::span<const uint32_t> ids) const = 0;
