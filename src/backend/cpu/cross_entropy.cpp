@@ -30,12 +30,12 @@ void softmax_crossentropy(float* losses, float* logits, const int32_t* targets, 
     double sum;
     if (write_grad) {
       sum = detail::lane_sum<double, 8>(V, [&](int64_t i) {
-        const float e = std::exp(x[i] - mx);
+        const float e = detail::exp_vec(x[i] - mx);
         x[i] = e;
         return e;
       });
     } else {
-      sum = detail::lane_sum<double, 8>(V, [&](int64_t i) { return std::exp(x[i] - mx); });
+      sum = detail::lane_sum<double, 8>(V, [&](int64_t i) { return detail::exp_vec(x[i] - mx); });
     }
     losses[n] = static_cast<float>(std::log(sum) - static_cast<double>(target_logit - mx));
     if (write_grad) {
