@@ -139,8 +139,11 @@ Status CheckpointWriter::write_shard() {
 
 Status write_manifest(const CheckpointTarget& target, const std::vector<ShardRecord>& records,
                       const nlohmann::json& config, const nlohmann::json& state) {
-  if (!config.is_object()) return invalid_argument("write_manifest: config must be a JSON object");
-  if (!state.is_object()) return invalid_argument("write_manifest: state must be a JSON object");
+  // null (a default-constructed json) stands for "nothing": stored as an empty object.
+  if (!config.is_object() && !config.is_null())
+    return invalid_argument("write_manifest: config must be a JSON object, got " + std::string(config.type_name()));
+  if (!state.is_object() && !state.is_null())
+    return invalid_argument("write_manifest: state must be a JSON object, got " + std::string(state.type_name()));
   if (records.empty()) return invalid_argument("write_manifest: no shard records (need one per rank)");
   TS_RETURN_IF_ERROR(refuse_existing(target));
 
@@ -158,8 +161,8 @@ Status write_manifest(const CheckpointTarget& target, const std::vector<ShardRec
   Manifest m;
   m.step = target.step;
   m.world_size = static_cast<int>(records.size());
-  m.config = config;
-  m.state = state;
+  if (!config.is_null()) m.config = config;
+  if (!state.is_null()) m.state = state;
   std::vector<TensorEntry> all;
   for (const ShardRecord* r : by_rank) {
     if (r->file != shard_file_name(r->rank))

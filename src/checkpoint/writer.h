@@ -63,7 +63,7 @@ class CheckpointWriter {
 
 // Rank 0, after every rank's write_shard: merges the records (one per rank, ranks 0..N-1),
 // checks that every tensor is covered exactly once and every shard file has its recorded size,
-// then writes and fsyncs manifest.json. `config` and `state` must be JSON objects.
+// then writes and fsyncs manifest.json. `config` and `state` must be JSON objects (null = empty).
 Status write_manifest(const CheckpointTarget& target, const std::vector<ShardRecord>& records,
                       const nlohmann::json& config, const nlohmann::json& state);
 
