@@ -58,6 +58,11 @@ void transpose_block(float* dst, int64_t ld, const float* src, int64_t lds, int6
     for (int64_t i = n; i < kBlock; ++i) dst[d * ld + i] = 0.0f;
 }
 
+// Copies rows [0, n) of width HS and pitch lds into a contiguous (n, HS) array.
+void copy_rows(float* dst, const float* src, int64_t lds, int64_t n, int64_t HS) {
+  for (int64_t i = 0; i < n; ++i) std::copy(src + i * lds, src + i * lds + HS, dst + i * HS);
+}
+
 // ---- forward ----
 
 // Output rows of query block qb of head h in batch b.
@@ -80,6 +85,7 @@ void forward_block(float* out, float* lse, const float* qkv, const Dims& dm, int
 
   for (int64_t kb = 0; kb <= qb; ++kb) {
     const int64_t j0 = kb * kBlock, nk = dm.rows_in(kb);
+    // K and V are only broadcast from (one scalar per row at a time), so they are read in place.
     const float* K = qkv_b + j0 * dm.C3 + dm.k_col(kvh);
     const float* V = qkv_b + j0 * dm.C3 + dm.v_col(kvh);
     gemm_bcast(nk, kBlock, HS, K, dm.C3, 1, Qt, kBlock, St, kBlock, false);
@@ -115,7 +121,7 @@ void forward_block(float* out, float* lse, const float* qkv, const Dims& dm, int
 #pragma omp simd
       for (int64_t i = 0; i < kBlock; ++i) o[i] *= alpha[i];
     }
-    // Ot(HS, queries) += V^T(HS, keys) * Pt(keys, queries); V^T read in place from qkv.
+    // Ot(HS, queries) += V^T(HS, keys) * Pt(keys, queries).
     gemm_bcast(HS, kBlock, nk, V, 1, dm.C3, St, kBlock, Ot, kBlock, true);
   }
 
@@ -144,22 +150,34 @@ struct PairScratch {
   float* dPt;
 };
 
+// Where backward_pair reads its operands: the first row (or, transposed, column) of the query block
+// and of the key block, each with its pitch. Either in place in qkv / dout or contiguous copies.
+struct PairOperands {
+  const float* Qt;   // (HS, queries): scaled queries, transposed
+  const float* dOt;  // (HS, queries): output gradient, transposed
+  int64_t ldt;
+  const float* Q;  // (queries, HS), unscaled
+  int64_t ldq;
+  const float* dO;  // (queries, HS)
+  int64_t ldo;
+  const float* K;  // (keys, HS)
+  int64_t ldk;
+};
+
 // Contributions of key block kb to query block qb of head h: dK, dV of kb when do_kv, dQ of qb when
-// do_q, all accumulated straight into dqkv. Qt and dOt hold the transposed (scaled) queries and
-// output gradient of block qb, leading dimension ldt.
+// do_q, all accumulated straight into dqkv.
 void backward_pair(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h, int64_t kb, int64_t qb,
-                   const float* Qt, const float* dOt, int64_t ldt, PairScratch ps, bool do_kv, bool do_q) {
+                   const PairOperands& op, PairScratch ps, bool do_kv, bool do_q) {
   const int64_t HS = dm.HS, C3 = dm.C3;
   const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
   const int64_t j0 = kb * kBlock, nk = dm.rows_in(kb);
   const int64_t kvh = h / dm.group;
-  const float* K = a.qkv + (b * dm.T + j0) * C3 + dm.k_col(kvh);
   const float* V = a.qkv + (b * dm.T + j0) * C3 + dm.v_col(kvh);
   float* St = ps.St;
   float* dPt = ps.dPt;
 
-  gemm_bcast(nk, kBlock, HS, K, C3, 1, Qt, ldt, St, kBlock, false);    // S^T = K (scale Q)^T
-  gemm_bcast(nk, kBlock, HS, V, C3, 1, dOt, ldt, dPt, kBlock, false);  // dP^T = V dO^T
+  gemm_bcast(nk, kBlock, HS, op.K, op.ldk, 1, op.Qt, op.ldt, St, kBlock, false);  // S^T = K (scale Q)^T
+  gemm_bcast(nk, kBlock, HS, V, C3, 1, op.dOt, op.ldt, dPt, kBlock, false);       // dP^T = V dO^T
 
   alignas(64) float lse_b[kBlock], D_b[kBlock];
   const float* lse_h = a.lse + (b * dm.NH + h) * dm.T + i0;
@@ -185,34 +203,64 @@ void backward_pair(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h, 
   if (do_kv) {
     float* dK = a.dqkv + (b * dm.T + j0) * C3 + dm.k_col(kvh);
     float* dV = a.dqkv + (b * dm.T + j0) * C3 + dm.v_col(kvh);
-    const float* dO = a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h);
-    const float* Q = a.qkv + (b * dm.T + i0) * C3 + dm.q_col(h);
-    gemm_bcast(nk, HS, nq, St, kBlock, 1, dO, dm.CO, dV, C3, true);  // dV += P^T dO
-    gemm_bcast(nk, HS, nq, dPt, kBlock, 1, Q, C3, dK, C3, true);     // dK += scale dS^T Q
+    gemm_bcast(nk, HS, nq, St, kBlock, 1, op.dO, op.ldo, dV, C3, true);  // dV += P^T dO
+    gemm_bcast(nk, HS, nq, dPt, kBlock, 1, op.Q, op.ldq, dK, C3, true);  // dK += scale dS^T Q
   }
   if (do_q) {
     float* dQ = a.dqkv + (b * dm.T + i0) * C3 + dm.q_col(h);
-    gemm_bcast(nq, HS, nk, dPt, 1, kBlock, K, C3, dQ, C3, true);  // dQ += scale dS K
+    gemm_bcast(nq, HS, nk, dPt, 1, kBlock, op.K, op.ldk, dQ, C3, true);  // dQ += scale dS K
   }
 }
 
-// Fused schedule: the task (b, kvh) owns dK, dV of kv head kvh and dQ of its query heads.
+// Operands of the two-pass tasks: block transposes in scratch, the rest in place.
+PairOperands in_place_operands(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h, int64_t kb,
+                               int64_t qb, const float* Qt, const float* dOt) {
+  const int64_t i0 = qb * kBlock, j0 = kb * kBlock;
+  return {Qt,
+          dOt,
+          kBlock,
+          a.qkv + (b * dm.T + i0) * dm.C3 + dm.q_col(h),
+          dm.C3,
+          a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h),
+          dm.CO,
+          a.qkv + (b * dm.T + j0) * dm.C3 + dm.k_col(h / dm.group),
+          dm.C3};
+}
+
+// Fused schedule: the task (b, kvh) owns dK, dV of kv head kvh and dQ of its query heads. The
+// head's Q, dO, K are first gathered into contiguous arrays (and Q, dO also transposed): read as
+// matmul rows in place, their 2-9 KiB pitch would thrash the L1 sets.
 void backward_fused_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t kvh) {
   thread_local attn::Scratch scratch;
-  const int64_t Tp = dm.nblk * kBlock;
-  scratch.reserve(2 * attn::Scratch::round16(dm.HS * Tp) + 2 * kBlock * kBlock);
-  float* Qt = scratch.take(dm.HS * Tp);  // (HS, Tp): the whole head, transposed once
-  float* dOt = scratch.take(dm.HS * Tp);
+  const int64_t T = dm.T, HS = dm.HS;
+  // Row pitch of the transposed head: one cache line more than the padded length, so that the rows
+  // of a block do not all fall into the same L1 sets (T = 1024 would give a 4 KiB pitch).
+  const int64_t Tp = dm.nblk * kBlock + 16;
+  scratch.reserve(2 * attn::Scratch::round16(HS * Tp) + 3 * attn::Scratch::round16(T * HS) +
+                  2 * kBlock * kBlock);
+  float* Qt = scratch.take(HS * Tp);  // (HS, Tp): the whole head, transposed once
+  float* dOt = scratch.take(HS * Tp);
+  float* Qc = scratch.take(T * HS);  // (T, HS) contiguous
+  float* dOc = scratch.take(T * HS);
+  float* Kc = scratch.take(T * HS);
   PairScratch ps{scratch.take(kBlock * kBlock), scratch.take(kBlock * kBlock)};
+  copy_rows(Kc, a.qkv + b * T * dm.C3 + dm.k_col(kvh), dm.C3, T, HS);
   for (int64_t h = kvh * dm.group; h < (kvh + 1) * dm.group; ++h) {
+    const float* Q = a.qkv + b * T * dm.C3 + dm.q_col(h);
+    const float* dO = a.dout + b * T * dm.CO + dm.q_col(h);
+    copy_rows(Qc, Q, dm.C3, T, HS);
+    copy_rows(dOc, dO, dm.CO, T, HS);
     for (int64_t qb = 0; qb < dm.nblk; ++qb) {
       const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
-      transpose_block(Qt + i0, Tp, a.qkv + (b * dm.T + i0) * dm.C3 + dm.q_col(h), dm.C3, nq, dm.HS, dm.scale);
-      transpose_block(dOt + i0, Tp, a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h), dm.CO, nq, dm.HS, 1.0f);
+      transpose_block(Qt + i0, Tp, Qc + i0 * HS, HS, nq, HS, dm.scale);
+      transpose_block(dOt + i0, Tp, dOc + i0 * HS, HS, nq, HS, 1.0f);
     }
     for (int64_t kb = 0; kb < dm.nblk; ++kb)
-      for (int64_t qb = kb; qb < dm.nblk; ++qb)
-        backward_pair(a, dm, b, h, kb, qb, Qt + qb * kBlock, dOt + qb * kBlock, Tp, ps, true, true);
+      for (int64_t qb = kb; qb < dm.nblk; ++qb) {
+        const int64_t i0 = qb * kBlock, j0 = kb * kBlock;
+        const PairOperands op{Qt + i0, dOt + i0, Tp, Qc + i0 * HS, HS, dOc + i0 * HS, HS, Kc + j0 * HS, HS};
+        backward_pair(a, dm, b, h, kb, qb, op, ps, true, true);
+      }
   }
 }
 
@@ -229,7 +277,7 @@ void backward_kv_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t 
       const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
       transpose_block(Qt, kBlock, a.qkv + (b * dm.T + i0) * dm.C3 + dm.q_col(h), dm.C3, nq, dm.HS, dm.scale);
       transpose_block(dOt, kBlock, a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h), dm.CO, nq, dm.HS, 1.0f);
-      backward_pair(a, dm, b, h, kb, qb, Qt, dOt, kBlock, ps, true, false);
+      backward_pair(a, dm, b, h, kb, qb, in_place_operands(a, dm, b, h, kb, qb, Qt, dOt), ps, true, false);
     }
 }
 
@@ -243,7 +291,8 @@ void backward_q_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h
   const int64_t i0 = qb * kBlock, nq = dm.rows_in(qb);
   transpose_block(Qt, kBlock, a.qkv + (b * dm.T + i0) * dm.C3 + dm.q_col(h), dm.C3, nq, dm.HS, dm.scale);
   transpose_block(dOt, kBlock, a.dout + (b * dm.T + i0) * dm.CO + dm.q_col(h), dm.CO, nq, dm.HS, 1.0f);
-  for (int64_t kb = 0; kb <= qb; ++kb) backward_pair(a, dm, b, h, kb, qb, Qt, dOt, kBlock, ps, false, true);
+  for (int64_t kb = 0; kb <= qb; ++kb)
+    backward_pair(a, dm, b, h, kb, qb, in_place_operands(a, dm, b, h, kb, qb, Qt, dOt), ps, false, true);
 }
 
 // Fused does ~5 block matmuls per block pair, two-pass ~7; fused wins unless its B*NKV equal tasks
