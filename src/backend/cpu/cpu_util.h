@@ -1,5 +1,5 @@
-// Internal helpers for the CPU kernels: fixed-lane reductions and column chunking.
-// Both exist so that every reduction has one summation order, independent of thread count and alignment.
+// Internal helpers for the CPU kernels: fixed-lane reductions and column chunking (so every reduction
+// has one summation order, whatever the thread count and alignment), and a vectorisable expf.
 #pragma once
 #include <algorithm>
 #include <bit>
