@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <vector>
 
 namespace tessera::test {
@@ -17,6 +18,10 @@ struct AttnDims {
   int64_t out_size() const { return B * T * co(); }
   int64_t lse_size() const { return B * NH * T; }
 };
+// Names a test case's shape in GoogleTest's output.
+inline void PrintTo(const AttnDims& d, std::ostream* os) {
+  *os << "B=" << d.B << " T=" << d.T << " NH=" << d.NH << " NKV=" << d.NKV << " HS=" << d.HS;
+}
 
 // Probabilities P(T,T) of head h in batch b; entries above the diagonal are exactly 0. lse(T) too.
 inline void ref_probs(std::vector<double>& P, std::vector<double>& lse, const std::vector<double>& qkv,
