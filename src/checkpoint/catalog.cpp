@@ -35,13 +35,15 @@ bool is_tessera_file_name(const std::string& name) {
   return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Why a complete-looking directory may not be deleted; empty when it may.
-std::string reason_not_to_delete(const fs::path& dir) {
+bool has_tessera_manifest(const fs::path& dir) {
   auto text = read_text_file((dir / kManifestFile).string());
-  if (!text.ok()) return "its manifest cannot be read (" + text.status().message() + ")";
+  if (!text.ok()) return false;
   auto j = nlohmann::json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("format") || j["format"] != kFormatName)
-    return "its manifest.json is not a Tessera checkpoint manifest";
+  return j.is_object() && j.contains("format") && j["format"] == kFormatName;
+}
+
+// Why a Tessera checkpoint directory may not be deleted; empty when it may.
+std::string reason_not_to_delete(const fs::path& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
@@ -115,7 +117,16 @@ Status prune_checkpoints(const std::string& run_dir, int keep_last) {
   if (keep_last < 1)
     return invalid_argument("prune_checkpoints: keep_last is " + std::to_string(keep_last) +
                             ", must be >= 1 (to keep every checkpoint, do not prune)");
-  TS_ASSIGN_OR_RETURN(auto all, list_complete_checkpoints(run_dir));
+  TS_ASSIGN_OR_RETURN(auto listed, list_complete_checkpoints(run_dir));
+  // Directories that merely look like checkpoints (a foreign manifest) neither count towards K
+  // nor get deleted.
+  std::vector<CheckpointInfo> all;
+  for (auto& c : listed) {
+    if (has_tessera_manifest(c.path))
+      all.push_back(std::move(c));
+    else
+      log_warn("'" + c.path + "' is not a Tessera checkpoint (its manifest.json is not ours); pruning leaves it alone");
+  }
   if (static_cast<int>(all.size()) <= keep_last) return {};
   for (size_t i = 0; i + keep_last < all.size(); ++i) {
     const fs::path dir = all[i].path;

@@ -21,9 +21,9 @@ Result<std::vector<CheckpointInfo>> list_complete_checkpoints(const std::string&
 // The complete checkpoint with the highest step (warning about skipped ones); not_found if none.
 Result<CheckpointInfo> find_latest_complete(const std::string& run_dir);
 
-// Deletes all but the newest `keep_last` (>= 1) complete checkpoints. Deletes only directories
-// that are verifiably Tessera checkpoints (manifest with the Tessera format name) holding only
-// files Tessera writes; anything else is left in place with a warning. COMPLETE goes first, so an
+// Deletes all but the newest `keep_last` (>= 1) complete Tessera checkpoints (manifest with the
+// Tessera format name; look-alikes are ignored). Deletes only directories holding nothing but
+// files Tessera writes; one with other files is left in place with a warning. COMPLETE goes first, so an
 // interrupted prune leaves an incomplete directory that readers skip, never a broken "complete" one.
 Status prune_checkpoints(const std::string& run_dir, int keep_last);
 
