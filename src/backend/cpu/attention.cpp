@@ -4,8 +4,9 @@
 //
 // Blocks are held transposed (key rows x query columns) so that every per-query quantity (running
 // max, sum, lse, D) is a 64-wide vector and every matmul is vectorised over a 64-wide block
-// dimension or over the head size; Q and dO are transposed into scratch once per block, K and V
-// are read in place from qkv.
+// dimension or over the head size (kernels in attention_gemm.cpp). The forward pass transposes each
+// Q block into scratch and reads K, V in place; the backward pass gathers a whole head's Q, dO, K
+// into per-thread scratch (linear in T) whose rows it reads as matmul operands.
 #include <omp.h>
 
 #include <algorithm>
