@@ -1,0 +1,78 @@
+// Gradient buckets and their overlapped all-reduce.
+#include "parallel/data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tessera {
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+DataParallel::DataParallel(Communicator& dp, ParamStore& store, int64_t bucket_bytes) : dp_(dp), store_(store) {
+  const ParamLayout& layout = store.layout();
+  const int64_t per_bucket = std::max<int64_t>(16, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  // Walk tensors from the end of the buffer (ready first) to the start.
+  const auto& params = layout.params();
+  int64_t end = layout.total_numel();
+  int64_t cursor = end;
+  int lowest = INT32_MAX;
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    int64_t t_begin = it->offset;
+    while (cursor > t_begin) {
+      const int64_t take = std::min(cursor - t_begin, per_bucket - (end - cursor));
+      cursor -= take;
+      lowest = std::min(lowest, it->layer);
+      if (end - cursor >= per_bucket) {
+        buckets_.push_back({cursor, end, lowest, Work(), false, 0});
+        end = cursor;
+        lowest = INT32_MAX;
+      }
+    }
+    cursor = t_begin;  // skip alignment padding (inside the buffer, never read)
+  }
+  if (end > cursor || lowest != INT32_MAX) buckets_.push_back({cursor, end, lowest, Work(), false, 0});
+  // Padding between tensors lies inside bucket ranges; it is zero on every rank, so averaging it is harmless.
+}
+
+Status DataParallel::broadcast_parameters() { return dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0); }
+
+void DataParallel::launch(Bucket& b) {
+  b.launched = true;
+  b.t_launch = now_s();
+  float* g = store_.grads() + b.begin;
+  b.work = dp_.all_reduce_async(g, g, b.end - b.begin, DType::f32, ReduceOp::avg);
+}
+
+void DataParallel::on_layer_ready(int layer) {
+  if (!sync_ || dp_.size() == 1) return;
+  // MPI progresses non-blocking collectives only inside MPI calls: poke the ones in flight.
+  for (Bucket& b : buckets_)
+    if (b.launched) (void)b.work.test();
+  for (Bucket& b : buckets_) {
+    if (b.launched) continue;
+    if (b.lowest_layer < layer) break;  // buckets launch in order; later ones need earlier layers
+    launch(b);
+  }
+}
+
+Status DataParallel::finish() {
+  if (dp_.size() == 1) return Status::ok_status();
+  const double t0 = now_s();
+  Status first_error;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    if (!b.launched) launch(b);
+    Status s = b.work.wait();
+    if (trace_) trace_(i, b.t_launch, now_s());
+    if (!s.ok() && first_error.ok()) first_error = s;
+    b.launched = false;
+  }
+  exposed_wait_s_ += now_s() - t0;
+  return first_error;
+}
+
+}  // namespace tessera

@@ -1,0 +1,55 @@
+// Data parallelism: every dp rank holds a full replica; gradients are packed into buckets that are
+// all-reduced (averaged) asynchronously as soon as the backward pass has made them final, so the
+// communication overlaps the rest of the backward pass.
+//
+// Buckets are contiguous ranges of the flat gradient buffer. Gradients become final layer by layer
+// from the end of the buffer towards its start (head, layer L-1, ..., layer 0, embeddings), so the
+// buckets are cut from the end backwards and each launches once the lowest layer it touches is ready.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/param_layout.h"
+
+namespace tessera {
+
+class DataParallel {
+ public:
+  // bucket_bytes: target size of one all-reduce (the last bucket may be smaller).
+  DataParallel(Communicator& dp, ParamStore& store, int64_t bucket_bytes);
+
+  // Copies rank 0's parameters to every rank (start of a run).
+  Status broadcast_parameters();
+  // Enable for the last micro-step of a step only: earlier micro-steps just accumulate locally.
+  void set_sync(bool sync) { sync_ = sync; }
+  // The model's grad-ready callback: launches every bucket that has become final.
+  void on_layer_ready(int layer);
+  // Waits for every bucket (launching any not yet launched). Afterwards grads hold the dp average.
+  Status finish();
+
+  // Seconds spent inside finish() waiting for communication (not hidden behind backward).
+  double exposed_wait_s() const { return exposed_wait_s_; }
+  size_t num_buckets() const { return buckets_.size(); }
+  // Called with (bucket index, start, end) around each bucket's communication, for the timeline.
+  void set_trace(std::function<void(size_t bucket, double t_launch, double t_done)> cb) { trace_ = std::move(cb); }
+
+ private:
+  struct Bucket {
+    int64_t begin, end;  // element range in the flat buffer
+    int lowest_layer;    // the bucket is final once this layer is
+    Work work;
+    bool launched = false;
+    double t_launch = 0;
+  };
+  void launch(Bucket& b);
+  Communicator& dp_;
+  ParamStore& store_;
+  std::vector<Bucket> buckets_;  // in launch order (end of the buffer first)
+  bool sync_ = true;
+  double exposed_wait_s_ = 0;
+  std::function<void(size_t, double, double)> trace_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,96 @@
+// Training state <-> checkpoint: one key per tensor ("param/<name>", "adam_m/<name>",
+// "adam_v/<name>"), so any later layout (ZeRO shards, pipeline stages) can read its own ranges.
+#include "train/train_checkpoint.h"
+
+#include "checkpoint/catalog.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/writer.h"
+
+namespace tessera {
+
+nlohmann::json model_config_json(const ModelConfig& c) {
+  return {{"arch", std::string(arch_name(c.arch))}, {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len},
+          {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head}, {"d_model", c.d_model},
+          {"d_ff", c.d_ff}, {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta},
+          {"tied_embeddings", c.tied_embeddings}};
+}
+
+Result<ModelConfig> model_config_from_json(const nlohmann::json& j) {
+  try {
+    ModelConfig c;
+    TS_ASSIGN_OR_RETURN(c.arch, parse_arch(j.at("arch").get<std::string>()));
+    c.vocab_size = j.at("vocab_size"); c.max_seq_len = j.at("max_seq_len"); c.n_layer = j.at("n_layer");
+    c.n_head = j.at("n_head"); c.n_kv_head = j.at("n_kv_head"); c.d_model = j.at("d_model"); c.d_ff = j.at("d_ff");
+    c.norm_eps = j.at("norm_eps"); c.rope_theta = j.at("rope_theta"); c.tied_embeddings = j.at("tied_embeddings");
+    TS_RETURN_IF_ERROR(c.validate());
+    return c;
+  } catch (const std::exception& e) {
+    return corrupt_data(std::string("model config in checkpoint is incomplete: ") + e.what());
+  }
+}
+
+Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
+                                const ParamStore& store, AdamW& opt, const TrainingState& state, int keep_last,
+                                const nlohmann::json& run_config) {
+  // Every rank must agree on the staging directory name: use rank 0's tag.
+  uint64_t tag = checkpoint::default_staging_tag();
+  TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
+  const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
+  Status local;
+  if (comm.rank() == 0) {
+    checkpoint::CheckpointWriter w(target, 0);
+    for (const auto& p : store.layout().params()) {
+      const int64_t local_off = p.offset - opt.begin();
+      for (auto [prefix, base] : {std::pair<const char*, const float*>{"param/", store.params() + p.offset},
+                                  {"adam_m/", opt.m() + local_off}, {"adam_v/", opt.v() + local_off}}) {
+        local = w.add(prefix + p.name, DType::f32, p.shape, 0, p.numel, base);
+        if (!local.ok()) break;
+      }
+      if (!local.ok()) break;
+    }
+    if (local.ok()) local = w.write_shard();
+    if (local.ok()) {
+      nlohmann::json st = {{"step", state.step},
+                           {"loader", {{"epoch", state.loader.epoch}, {"index", state.loader.index}}},
+                           {"adam_steps", state.adam_steps},
+                           {"run_config", run_config}};
+      local = checkpoint::write_manifest(target, {w.record()}, model_config_json(cfg), st);
+    }
+    if (local.ok()) local = checkpoint::finalize(target);
+    if (local.ok()) local = checkpoint::prune_checkpoints(run_dir, keep_last);
+  }
+  // Everyone learns whether rank 0 succeeded, so all ranks fail (or continue) together.
+  int32_t ok = local.ok() ? 1 : 0;
+  TS_RETURN_IF_ERROR(comm.broadcast(&ok, 1, DType::i32, 0));
+  if (!ok) return local.ok() ? io_error("checkpoint failed on rank 0 of " + comm.name()) : local;
+  return Status::ok_status();
+}
+
+Result<TrainingState> load_training_checkpoint(const std::string& checkpoint_dir, const ModelConfig& cfg,
+                                               ParamStore& store, AdamW* opt) {
+  TS_ASSIGN_OR_RETURN(checkpoint::CheckpointReader reader, checkpoint::open_checkpoint(checkpoint_dir));
+  TS_RETURN_IF_ERROR(reader.check_compatible(model_config_json(cfg)));
+  for (const auto& p : store.layout().params()) {
+    TS_RETURN_IF_ERROR(reader.read_f32("param/" + p.name, 0, p.numel, store.params() + p.offset));
+    if (opt) {
+      const int64_t local_off = p.offset - opt->begin();
+      TS_RETURN_IF_ERROR(reader.read_f32("adam_m/" + p.name, 0, p.numel, opt->m() + local_off));
+      TS_RETURN_IF_ERROR(reader.read_f32("adam_v/" + p.name, 0, p.numel, opt->v() + local_off));
+    }
+  }
+  TrainingState st;
+  try {
+    const auto& s = reader.state();
+    st.step = s.at("step");
+    st.loader.epoch = s.at("loader").at("epoch");
+    st.loader.index = s.at("loader").at("index");
+    st.adam_steps = s.at("adam_steps");
+  } catch (const std::exception& e) {
+    return corrupt_data("checkpoint " + checkpoint_dir + " has an incomplete training state (" + e.what() +
+                        "); it cannot be resumed, start a new run or pick another checkpoint");
+  }
+  if (opt) opt->set_steps_taken(st.adam_steps);
+  return st;
+}
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// Saving and restoring the complete training state (parameters, AdamW moments and step, data
+// position, schedule step) through the layout-independent checkpoint library.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.h"
+#include "data/loader.h"
+#include "model/config.h"
+#include "model/param_layout.h"
+#include "optim/adamw.h"
+
+namespace tessera {
+
+nlohmann::json model_config_json(const ModelConfig& cfg);
+Result<ModelConfig> model_config_from_json(const nlohmann::json& j);
+
+struct TrainingState {
+  int64_t step = 0;             // steps completed
+  LoaderPosition loader;
+  int64_t adam_steps = 0;
+};
+
+// Collective over `comm` (every rank calls it). Rank `writer_rank` of comm writes the tensors (all
+// replicas are identical under data parallelism); rank 0 writes the manifest and prunes old ones.
+Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
+                                const ParamStore& store, AdamW& opt, const TrainingState& state, int keep_last,
+                                const nlohmann::json& run_config);
+
+// Loads `checkpoint_dir` (a step_<n> directory) into store/opt after checking it was saved for the
+// same model; returns the saved state. Never modifies the checkpoint.
+Result<TrainingState> load_training_checkpoint(const std::string& checkpoint_dir, const ModelConfig& cfg,
+                                               ParamStore& store, AdamW* opt);
+
+}  // namespace tessera

@@ -1,0 +1,36 @@
+// The trainer: builds the model, optimizer, data loaders and (for dp > 1) data parallelism from a
+// RunConfig, then runs training steps with logging, evaluation and checkpoints. One process is a
+// world of one; under mpirun every rank runs the same trainer on its slice of each global batch.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "train/run_config.h"
+
+namespace tessera {
+
+struct TrainerOptions {
+  bool resume = false;          // continue from the latest complete checkpoint in out_dir
+  bool quiet = false;           // no progress line (tests)
+  std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)
+  int64_t stop_after_steps = -1;  // stop (with a checkpoint) after this many steps of this invocation
+};
+
+struct TrainSummary {
+  int64_t first_step = 0;       // step the run started from (after resume)
+  int64_t last_step = 0;        // steps completed in total
+  std::vector<float> losses;    // train loss of each step run by this invocation
+  double final_val_loss = -1;   // -1 when no evaluation ran
+  double tokens_per_s = 0;      // mean over this invocation's steps (excluding the first)
+  double loader_wait_fraction = 0;  // loader wait time / step time
+  double exposed_comm_fraction = 0;  // dp wait not hidden behind backward / step time
+};
+
+// world: the communicator of all ranks (a world of one without mpirun).
+Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, const TrainerOptions& opts);
+
+}  // namespace tessera
