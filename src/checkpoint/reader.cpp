@@ -69,6 +69,7 @@ Result<CheckpointReader> open_checkpoint(const std::string& path) {
   CheckpointReader reader;
   reader.path_ = path;
   TS_ASSIGN_OR_RETURN(reader.manifest_, manifest_from_json(j, manifest_path));
+  for (size_t i = 0; i < reader.manifest_.tensors.size(); ++i) reader.index_[reader.manifest_.tensors[i].key] = i;
 
   int64_t dir_step;
   if (parse_step_dir_name(dir.filename().string(), &dir_step) && dir_step != reader.manifest_.step) {
@@ -95,9 +96,8 @@ Result<CheckpointReader> open_checkpoint(const std::string& path) {
 }
 
 const TensorEntry* CheckpointReader::find(std::string_view key) const {
-  for (const auto& e : manifest_.tensors)
-    if (e.key == key) return &e;
-  return nullptr;
+  auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &manifest_.tensors[it->second];
 }
 
 Status CheckpointReader::read(std::string_view key, int64_t global_offset, int64_t numel, void* dst) const {

@@ -4,6 +4,7 @@
 // Reading never modifies files.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,7 @@ class CheckpointReader {
   friend Result<CheckpointReader> open_checkpoint(const std::string& path);
   std::string path_;
   Manifest manifest_;
+  std::map<std::string, size_t, std::less<>> index_;  // key -> position in manifest_.tensors
 };
 
 // Opens <path> (a step_<%08d> directory, e.g. find_latest_complete(run_dir)->path).
