@@ -160,6 +160,28 @@ Status CheckpointReader::read_f32(std::string_view key, int64_t global_offset, i
   return read(key, global_offset, numel, dst);
 }
 
+Status CheckpointReader::check_tensor(std::string_view key, DType dtype,
+                                      const std::vector<int64_t>& global_shape) const {
+  const TensorEntry* e = find(key);
+  if (!e) {
+    return not_found("checkpoint '" + path_ + "' has no tensor '" + std::string(key) +
+                     "'; the model being loaded differs from the saved one: use a matching config");
+  }
+  if (e->dtype == dtype && e->global_shape == global_shape) return {};
+  auto shape = [](const std::vector<int64_t>& s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (i) out += ',';
+      out += std::to_string(s[i]);
+    }
+    return out + "]";
+  };
+  return invalid_argument("tensor '" + e->key + "' in checkpoint '" + path_ + "' is " +
+                          std::string(dtype_name(e->dtype)) + " " + shape(e->global_shape) + " but the model expects " +
+                          std::string(dtype_name(dtype)) + " " + shape(global_shape) +
+                          "; use the config the checkpoint was saved with");
+}
+
 Status CheckpointReader::check_compatible(const nlohmann::json& expected_config) const {
   if (!expected_config.is_object()) return invalid_argument("check_compatible: expected config must be a JSON object");
   auto diffs = config_differences(manifest_.config, expected_config);

@@ -33,6 +33,10 @@ class CheckpointReader {
   // As read(), and also checks that the tensor was saved as f32.
   Status read_f32(std::string_view key, int64_t global_offset, int64_t numel, float* dst) const;
 
+  // Checks that `key` was saved with this dtype and global shape (the loader's layout may split
+  // it differently, but the logical tensor must be the same).
+  Status check_tensor(std::string_view key, DType dtype, const std::vector<int64_t>& global_shape) const;
+
   // Compares the saved model config with `expected` field by field (nested objects by dotted
   // path) and, when any differ, says which: "n_layer 2 vs 4 (checkpoint vs expected)".
   Status check_compatible(const nlohmann::json& expected_config) const;

@@ -170,6 +170,14 @@ TEST_F(DamagedCheckpoint, BadReadRequestsAreErrors) {
   EXPECT_EQ(r->read_f32("a", 30, 3, out.data()).code(), StatusCode::invalid_argument);
   EXPECT_EQ(r->read_f32("a", -1, 3, out.data()).code(), StatusCode::invalid_argument);
   EXPECT_FALSE(open_checkpoint((run_.path() / "nope").string()).ok());
+
+  EXPECT_TRUE(r->check_tensor("b", DType::f32, {6, 8}).ok());
+  s = r->check_tensor("b", DType::f32, {8, 6});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tensor 'b'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("f32 [6,8] but the model expects f32 [8,6]"), std::string::npos) << s.message();
+  EXPECT_FALSE(r->check_tensor("b", DType::bf16, {6, 8}).ok());
+  EXPECT_EQ(r->check_tensor("c", DType::f32, {1}).code(), StatusCode::not_found);
 }
 
 TEST_F(DamagedCheckpoint, LoadingNeverModifiesFiles) {
