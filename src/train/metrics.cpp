@@ -13,9 +13,12 @@ namespace tessera {
 namespace fs = std::filesystem;
 
 std::string metrics_path(const std::string& run_dir_or_file) {
+  // An existing file or a *.jsonl name is the metrics file itself; anything else names a run directory,
+  // so a missing run is reported as its missing <dir>/metrics.jsonl.
   std::error_code ec;
-  if (fs::is_directory(run_dir_or_file, ec)) return (fs::path(run_dir_or_file) / "metrics.jsonl").string();
-  return run_dir_or_file;
+  const fs::path p(run_dir_or_file);
+  if (fs::is_regular_file(p, ec) || p.extension() == ".jsonl") return run_dir_or_file;
+  return (p / "metrics.jsonl").string();
 }
 
 Result<MetricsWriter> MetricsWriter::open(const std::string& out_dir, bool append) {

@@ -60,7 +60,7 @@ struct MetricsSeries {
 // path: a metrics.jsonl file or a run directory holding one. An unparseable last line without a
 // newline (a process killed mid-write) is skipped; any other bad line is an error naming its number.
 Result<MetricsSeries> read_metrics(const std::string& path);
-// <dir>/metrics.jsonl when path is a directory, else path itself.
+// path itself when it is an existing file or ends in ".jsonl", else <path>/metrics.jsonl.
 std::string metrics_path(const std::string& run_dir_or_file);
 
 }  // namespace tessera

@@ -76,8 +76,12 @@ std::vector<double> log_ticks(double lo, double hi) {
       double v = m * std::pow(10.0, e);
       if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
     }
-  if (t.size() < 2) return linear_ticks(lo, hi, 4);
-  return t;
+  if (t.size() >= 4) return t;
+  // Less than a decade or so: evenly spaced nice values read better than two lonely marks.
+  std::vector<double> lin;
+  for (double v : linear_ticks(lo, hi, 6))
+    if (v > 0) lin.push_back(v);
+  return lin.size() > t.size() ? lin : t;
 }
 
 std::vector<double> smoothed(const std::vector<double>& v, double alpha) {
@@ -134,7 +138,8 @@ Result<std::string> render_loss_svg(const std::vector<PlotSeries>& series_in, co
   }
   if (x_hi == x_lo) x_lo -= 1, x_hi += 1;
   if (opt.log_y) {
-    if (y_hi / y_lo < 1.01) y_lo /= 1.1, y_hi *= 1.1;
+    const double pad = y_hi / y_lo < 1.01 ? 1.1 : std::pow(y_hi / y_lo, 0.04);  // ~4% of the height
+    y_lo /= pad, y_hi *= pad;
   } else {
     double pad = y_hi > y_lo ? 0.05 * (y_hi - y_lo) : std::max(0.5, 0.1 * std::abs(y_hi));
     y_lo -= pad, y_hi += pad;

@@ -251,6 +251,13 @@ Status check_structure(const toml::table& root, const std::string& source,
                        const std::map<std::string, std::string>& origins) {
   for (auto&& [k, v] : root) {
     auto* sec = find_section(k.str());
+    if (!sec && !v.is_table()) {
+      std::string hint;
+      for (auto& cand : schema())
+        if (find_key(cand, k.str())) hint = "; it belongs in [" + std::string(cand.name) + "]";
+      return invalid_argument(location(source, v) + ": key '" + std::string(k.str()) +
+                              "' is outside any section" + hint + " (allowed sections: " + join(section_names()) + ")");
+    }
     if (!sec) return unknown_section_error(location(source, v), k.str());
     auto* tbl = v.as_table();
     if (!tbl)
