@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <string_view>
 
 #include "core/log.h"
 #include "data/byte_tokenizer.h"
@@ -102,6 +103,73 @@ class ShardSink {
   int next_ = 0;
 };
 
+// Reads a file as line-aligned chunks, so tokenisation depends only on the content, never on read
+// sizes, and memory stays small for any file size. A chunk ends at the last newline within kChunk
+// bytes of its start, or at the next newline when a line is longer. A missing final newline is added.
+class LineChunkReader {
+ public:
+  explicit LineChunkReader(const std::string& path) : in_(path, std::ios::binary) {}
+  bool is_open() const { return static_cast<bool>(in_); }
+  // The next chunk (valid until the next call) and its offset in the file; false at the end.
+  Result<bool> next(std::string_view* chunk, uint64_t* offset) {
+    if (pos_ > kRead) {  // drop consumed bytes
+      buf_.erase(0, pos_);
+      base_ += pos_;
+      pos_ = 0;
+    }
+    TS_RETURN_IF_ERROR(fill(kChunk));
+    if (pos_ == buf_.size()) return false;
+    const size_t end = std::min(buf_.size(), pos_ + kChunk);
+    size_t cut = end;
+    while (cut > pos_ && buf_[cut - 1] != '\n') --cut;
+    if (cut == pos_) {  // a line longer than kChunk: extend to its end
+      size_t scan = end;
+      while (true) {
+        const size_t nl = buf_.find('\n', scan);
+        if (nl != std::string::npos) {
+          cut = nl + 1;
+          break;
+        }
+        if (eof_) {
+          cut = buf_.size();
+          break;
+        }
+        scan = buf_.size();
+        TS_RETURN_IF_ERROR(fill(buf_.size() - pos_ + kRead));
+      }
+    }
+    *chunk = std::string_view(buf_.data() + pos_, cut - pos_);
+    *offset = base_ + pos_;
+    pos_ = cut;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kChunk = 1 << 16;
+  static constexpr size_t kRead = 1 << 20;
+  // Reads until `want` unconsumed bytes are buffered or the file ends.
+  Status fill(size_t want) {
+    while (!eof_ && buf_.size() - pos_ < want) {
+      const size_t old = buf_.size();
+      buf_.resize(old + kRead);
+      in_.read(buf_.data() + old, static_cast<std::streamsize>(kRead));
+      buf_.resize(old + static_cast<size_t>(in_.gcount()));
+      if (in_.bad()) return io_error("read error on an input file");
+      if (in_.eof() || in_.gcount() == 0) {
+        eof_ = true;
+        // Chunks before the end always end in a newline, so only unconsumed bytes can lack one.
+        if (buf_.size() > pos_ && buf_.back() != '\n') buf_.push_back('\n');
+      }
+    }
+    return Status();
+  }
+  std::ifstream in_;
+  std::string buf_;
+  size_t pos_ = 0;     // first unconsumed byte of buf_
+  uint64_t base_ = 0;  // file offset of buf_[0]
+  bool eof_ = false;
+};
+
 Result<std::unique_ptr<Tokenizer>> make_tokenizer(const PrepareOptions& o, const std::vector<InputFile>& files,
                                                   std::string* model_file) {
   const fs::path model_path = fs::path(o.output_dir) / kTokenizerModelFile;
@@ -175,42 +243,29 @@ Result<DatasetManifest> prepare_dataset(const PrepareOptions& o) {
   ShardSink train(o.output_dir, "train", o.shard_tokens, m.shard_version, &m);
   ShardSink val(o.output_dir, "val", o.shard_tokens, m.shard_version, &m);
 
-  // Chunks end at a newline at or before kChunk bytes (or run to the next newline if a line is
-  // longer), so tokenisation depends only on the content, never on read sizes.
-  constexpr size_t kChunk = 1 << 16;
   uint64_t offset = 0;  // of the current file's start in the concatenated input
-  std::vector<char> data;
   for (const auto& f : files) {
     report("tokenize", offset);
-    std::ifstream in(f.path, std::ios::binary);
-    if (!in) return io_error("cannot read input " + f.path);
-    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) return io_error("read error on input " + f.path);
-    if (!data.empty() && data.back() != '\n') data.push_back('\n');
-    size_t pos = 0;
-    while (pos < data.size()) {
-      size_t end = std::min(data.size(), pos + kChunk);
-      // Back up to the last newline in the chunk; if none, extend to the next one.
-      size_t cut = end;
-      while (cut > pos && data[cut - 1] != '\n') --cut;
-      if (cut == pos) {
-        cut = end;
-        while (cut < data.size() && data[cut - 1] != '\n') ++cut;
-      }
-      // Split the chunk at the first line that starts at or after val_start.
-      size_t split = cut;
-      if (offset + cut > val_start) {
-        size_t s = pos;
-        while (s < cut && offset + s < val_start) {
-          while (s < cut && data[s] != '\n') ++s;  // to the end of this line
-          ++s;                                     // start of the next
+    LineChunkReader reader(f.path);
+    if (!reader.is_open()) return io_error("cannot read input " + f.path);
+    std::string_view chunk;
+    uint64_t at = 0;  // chunk start within the file
+    while (true) {
+      TS_ASSIGN_OR_RETURN(bool more, reader.next(&chunk, &at));
+      if (!more) break;
+      // Split the chunk at its first line that starts at or after val_start.
+      size_t split = chunk.size();
+      if (offset + at + chunk.size() > val_start) {
+        size_t s = 0;
+        while (s < chunk.size() && offset + at + s < val_start) {
+          while (s < chunk.size() && chunk[s] != '\n') ++s;  // to the end of this line
+          ++s;                                               // start of the next
         }
-        split = std::min(s, cut);
+        split = std::min(s, chunk.size());
       }
-      if (split > pos) TS_RETURN_IF_ERROR(train.add(tok->encode(std::string_view(data.data() + pos, split - pos))));
-      if (cut > split) TS_RETURN_IF_ERROR(val.add(tok->encode(std::string_view(data.data() + split, cut - split))));
-      pos = cut;
-      report("tokenize", std::min(offset + pos, offset + f.bytes));
+      if (split > 0) TS_RETURN_IF_ERROR(train.add(tok->encode(chunk.substr(0, split))));
+      if (split < chunk.size()) TS_RETURN_IF_ERROR(val.add(tok->encode(chunk.substr(split))));
+      report("tokenize", offset + std::min<uint64_t>(at + chunk.size(), f.bytes));
     }
     offset += f.bytes;
   }

@@ -103,6 +103,28 @@ TEST(Prepare, ByteEndToEnd) {
   EXPECT_EQ(seen.back().phase, "done");
 }
 
+// Larger than one read (1 MiB) and with lines longer than a chunk (64 KiB) and than a read.
+TEST(Prepare, LargeFilesAndLongLines) {
+  TempDir d;
+  const std::string text = testing::generated_corpus(1'500'000, 4) + std::string(200'000, 'x') + "\n" +
+                           testing::generated_corpus(100'000, 5) + std::string(1'200'000, 'y');
+  testing::write_file(d / "big.txt", text);
+  PrepareOptions o;
+  o.inputs = {d / "big.txt"};
+  o.output_dir = d / "out";
+  o.val_fraction = 0.6;  // the split (at 40 % of 3 MB) lands inside the 1.5 MB of short lines
+  o.shard_tokens = 1'000'000;
+  auto r = prepare_dataset(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const std::string train = split_text(*r, "train"), val = split_text(*r, "val");
+  EXPECT_EQ(train + val, text + "\n");
+  ASSERT_FALSE(val.empty());
+  EXPECT_EQ(train.back(), '\n');
+  const size_t val_start = static_cast<size_t>(text.size() * (1.0 - 0.6));
+  EXPECT_GE(train.size(), val_start);
+  EXPECT_LT(train.rfind('\n', train.size() - 2) + 1, val_start);
+}
+
 TEST(Prepare, IsDeterministic) {
   Corpus corpus;
   PrepareOptions o;
