@@ -1,8 +1,31 @@
-// tessera <command>: dispatch only; each command lives in its own file.
+// tessera <command>: parses the command line and dispatches; each command lives in its own file.
 #include <cstdio>
-#include <cstring>
+#include <map>
+
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  std::fprintf(stderr, "usage: tessera <command> [options]\n");
-  return argc > 1 ? 1 : 0;
+  using namespace tessera::cli;
+  CLI::App app{"Tessera: train transformer language models on one or many processes"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, Runner> runners;
+  auto reg = [&](Runner (*add)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    Runner r = add(app);
+    runners[app.get_subcommands({})[before]] = std::move(r);
+  };
+  reg(add_prepare);
+  reg(add_train);
+  reg(add_eval);
+  reg(add_sample);
+  reg(add_export);
+  reg(add_plot);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, run] : runners)
+    if (sub->parsed()) return run();
+  return 1;
 }

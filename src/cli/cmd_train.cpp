@@ -1,0 +1,60 @@
+// tessera train --config run.toml [section.key=value ...] [--resume]: one process or an mpirun job.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
+#include "core/log.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace tessera::cli {
+
+namespace {
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  bool resume = false, quiet = false;
+  std::string trace;
+  int64_t stop_after = -1;
+};
+
+int run_train(const TrainArgs& a) {
+  MpiRuntime mpi;
+  const bool multi = mpi.world_size() > 1;
+  if (multi) set_log_rank(mpi.world_rank());
+  // On a many-rank job an error on one rank must end the whole job, not leave the others waiting.
+  auto fail_job = [&](const Status& s) -> int {
+    if (multi) abort_job(s, 1);
+    return fail(s.message());
+  };
+  auto cfg = load_run_config(a.config, a.overrides);
+  if (!cfg.ok()) return fail_job(cfg.status());
+  CommOptions co;
+  co.timeout_s = cfg->train.timeout_s;
+  auto world = MpiCommunicator::create_world(co);
+  if (!world.ok()) return fail_job(world.status());
+  TrainerOptions opts;
+  opts.resume = a.resume;
+  opts.quiet = a.quiet;
+  opts.trace_path = a.trace;
+  opts.stop_after_steps = a.stop_after;
+  auto summary = run_training(cfg.value(), *world.value(), opts);
+  if (!summary.ok()) return fail_job(summary.status());
+  return 0;
+}
+}  // namespace
+
+Runner add_train(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* c = app.add_subcommand("train", "Train a model from a TOML run config (under mpirun for many ranks)");
+  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->check(CLI::ExistingFile);
+  c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. train.steps=20");
+  c->add_flag("--resume", a->resume, "Continue from the latest complete checkpoint in train.out_dir");
+  c->add_flag("--quiet", a->quiet, "No progress output");
+  c->add_option("--trace", a->trace, "Write a Chrome trace-event timeline of the job (open in Perfetto)");
+  c->add_option("--stop-after", a->stop_after, "Stop (with a checkpoint) after this many steps");
+  return [a] { return run_train(*a); };
+}
+
+}  // namespace tessera::cli

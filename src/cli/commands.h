@@ -1,0 +1,21 @@
+// The subcommands of `tessera`; each registers itself on the CLI11 app and runs when selected.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace tessera::cli {
+
+// A registered command: run() returns the process exit code.
+using Runner = std::function<int()>;
+
+Runner add_prepare(CLI::App& app);
+Runner add_train(CLI::App& app);
+Runner add_eval(CLI::App& app);
+Runner add_sample(CLI::App& app);
+Runner add_export(CLI::App& app);
+Runner add_plot(CLI::App& app);
+
+// Prints "error: <message>" to stderr and returns 1.
+int fail(const std::string& message);
+
+}  // namespace tessera::cli
