@@ -14,7 +14,7 @@ namespace {
 struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, verify_replicas = false;
   std::string trace;
   int64_t stop_after = -1;
 };
@@ -39,6 +39,7 @@ int run_train(const TrainArgs& a) {
   opts.quiet = a.quiet;
   opts.trace_path = a.trace;
   opts.stop_after_steps = a.stop_after;
+  opts.verify_replicas = a.verify_replicas;
   auto summary = run_training(cfg.value(), *world.value(), opts);
   if (!summary.ok()) return fail_job(summary.status());
   return 0;
@@ -54,6 +55,8 @@ Runner add_train(CLI::App& app) {
   c->add_flag("--quiet", a->quiet, "No progress output");
   c->add_option("--trace", a->trace, "Write a Chrome trace-event timeline of the job (open in Perfetto)");
   c->add_option("--stop-after", a->stop_after, "Stop (with a checkpoint) after this many steps");
+  c->add_flag("--verify-replicas", a->verify_replicas,
+              "Check after every step that all data-parallel replicas hold bitwise-identical parameters");
   return [a] { return run_train(*a); };
 }
 

@@ -245,6 +245,11 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
     if (!std::isfinite(loss))
       return internal_error("loss became " + std::to_string(loss) + " at step " + std::to_string(state.step) +
                             ": lower optim.lr or enable optim.grad_clip");
+    if (opts.verify_replicas) {
+      const uint64_t h = agreement_hash(std::string_view(reinterpret_cast<const char*>(store.params()),
+                                                         static_cast<size_t>(store.numel()) * sizeof(float)));
+      TS_RETURN_IF_ERROR(check_agreement(grid.dp(), "parameters after step " + std::to_string(state.step + 1), h));
+    }
     ++state.step;
     ++steps_this_run;
     state.loader = loader->position();

@@ -18,6 +18,7 @@ struct TrainerOptions {
   bool quiet = false;           // no progress line (tests)
   std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)
   int64_t stop_after_steps = -1;  // stop (with a checkpoint) after this many steps of this invocation
+  bool verify_replicas = false;   // after every step, check that all dp replicas hold bitwise-equal parameters
 };
 
 struct TrainSummary {
