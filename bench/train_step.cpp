@@ -89,6 +89,12 @@ int main(int argc, char** argv) {
     loss = step();
     times.push_back(seconds_since(t0));
   }
+  // One more step with per-kernel-group timing (the timers add a little overhead, so not in the median).
+  net.profile().enabled = true;
+  auto tp = Clock::now();
+  step();
+  const double t_profiled = seconds_since(tp);
+  net.profile().enabled = false;
   std::sort(times.begin(), times.end());
   const double t_step = times[times.size() / 2];
   const double tokens_per_s = B * T / t_step;
@@ -101,15 +107,26 @@ int main(int argc, char** argv) {
               "MFU %5.1f%%  peak RSS %7.0f MiB (tracked %7.0f MiB)  loss %.4f\n",
               model.c_str(), (long long)B, (long long)T, threads, t_step, tokens_per_s, gflops, peak,
               100.0 * gflops / peak, rss_mb, tracked_mb, loss);
+  double accounted = 0;
+  std::string breakdown = "{";
+  std::printf("  breakdown of one step (%.4f s):", t_profiled);
+  for (size_t g = 0; g < static_cast<size_t>(OpGroup::count); ++g) {
+    const double sec = net.profile().seconds[g];
+    accounted += sec;
+    std::printf(" %s %.1f%%", std::string(op_group_name(static_cast<OpGroup>(g))).c_str(), 100 * sec / t_profiled);
+    breakdown += (g ? ",\"" : "\"") + std::string(op_group_name(static_cast<OpGroup>(g))) + "\":" + std::to_string(sec);
+  }
+  std::printf(" optimizer+clip+zero %.1f%%\n", 100 * (t_profiled - accounted) / t_profiled);
+  breakdown += ",\"optimizer_and_rest\":" + std::to_string(t_profiled - accounted) + "}";
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (!f) { std::perror(json_path.c_str()); return 1; }
     std::fprintf(f,
                  "{\"impl\":\"tessera\",\"model\":\"%s\",\"B\":%lld,\"T\":%lld,\"threads\":%d,\"step_s\":%.6f,"
                  "\"tokens_per_s\":%.2f,\"gflops\":%.2f,\"sgemm_peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f,"
-                 "\"tracked_peak_mb\":%.1f,\"params\":%lld}\n",
+                 "\"tracked_peak_mb\":%.1f,\"params\":%lld,\"breakdown_s\":%s}\n",
                  model.c_str(), (long long)B, (long long)T, threads, t_step, tokens_per_s, gflops, peak, gflops / peak,
-                 rss_mb, tracked_mb, (long long)cfg.num_parameters());
+                 rss_mb, tracked_mb, (long long)cfg.num_parameters(), breakdown.c_str());
     std::fclose(f);
   }
   return 0;

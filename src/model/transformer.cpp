@@ -50,13 +50,68 @@ struct Transformer::Acts {
   bool have_dlogits = false;
 };
 
+// Pointers to one set of tensors (parameters or their gradients); null where absent (no biases).
+struct TensorPtrs {
+  float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr,
+        *proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr,
+        *mproj_w = nullptr, *mproj_b = nullptr;
+};
+
+struct Transformer::Weights {
+  std::vector<TensorPtrs> p, g;  // per owned layer
+  float *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr, *head = nullptr;
+  float *dwte = nullptr, *dwpe = nullptr, *dlnf_w = nullptr, *dlnf_b = nullptr, *dhead = nullptr;
+};
+
 Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T)
     : cfg_(cfg), store_(store), B_(B), T_(T),
       first_(store.layout().first_layer()), last_(store.layout().last_layer()),
-      acts_(std::make_unique<Acts>()) {
+      acts_(std::make_unique<Acts>()), w_(std::make_unique<Weights>()) {
   TS_CHECK(T <= cfg.max_seq_len) << "T=" << T << " exceeds max_seq_len=" << cfg.max_seq_len;
   const int64_t N = B * T, C = cfg.d_model, Q = cfg.qkv_width(), F = cfg.d_ff;
   const int64_t FC = cfg.arch == Arch::llama ? 2 * F : F;
+
+  // Resolve every tensor once.
+  const ParamLayout& layout = store.layout();
+  auto both = [&](const std::string& name, float*& param, float*& grad) {
+    if (const ParamInfo* info = layout.find(name)) {
+      param = store.params() + info->offset;
+      grad = store.grads() + info->offset;
+    }
+  };
+  Weights& w = *w_;
+  both("wte", w.wte, w.dwte);
+  both("wpe", w.wpe, w.dwpe);
+  both("lnf.w", w.lnf_w, w.dlnf_w);
+  both("lnf.b", w.lnf_b, w.dlnf_b);
+  if (is_last_stage()) {
+    if (cfg.tied_embeddings) {
+      TS_CHECK(w.wte) << "a tied head needs the embedding on the last stage";
+      w.head = w.wte;
+      w.dhead = w.dwte;
+    } else {
+      both("lm_head.w", w.head, w.dhead);
+    }
+  }
+  for (int l = first_; l < last_; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    TensorPtrs tp, tg;
+    both(p + "ln1.w", tp.ln1_w, tg.ln1_w);
+    both(p + "ln1.b", tp.ln1_b, tg.ln1_b);
+    both(p + "attn.qkv.w", tp.qkv_w, tg.qkv_w);
+    both(p + "attn.qkv.b", tp.qkv_b, tg.qkv_b);
+    both(p + "attn.proj.w", tp.proj_w, tg.proj_w);
+    both(p + "attn.proj.b", tp.proj_b, tg.proj_b);
+    both(p + "ln2.w", tp.ln2_w, tg.ln2_w);
+    both(p + "ln2.b", tp.ln2_b, tg.ln2_b);
+    both(p + "mlp.fc.w", tp.fc_w, tg.fc_w);
+    both(p + "mlp.fc.b", tp.fc_b, tg.fc_b);
+    both(p + "mlp.proj.w", tp.mproj_w, tg.mproj_w);
+    both(p + "mlp.proj.b", tp.mproj_b, tg.mproj_b);
+    w.p.push_back(tp);
+    w.g.push_back(tg);
+  }
+
   Acts& a = *acts_;
   a.encoded = act_buffer(N * C);
   for (int l = first_; l < last_; ++l) {
@@ -99,77 +154,86 @@ const float* Transformer::stage_input_grad() const { return acts_->input_grad.as
 const float* Transformer::logits() const { return acts_->logits.as<float>(); }
 const float* Transformer::losses() const { return acts_->losses.as<float>(); }
 
+namespace {
+// out = norm(inp): LayerNorm (gpt2) or RMSNorm (llama).
+void norm_forward(bool rms, float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                  int64_t N, int64_t C, float eps) {
+  if (rms) ops::rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+  else ops::layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
+}
+void norm_backward(bool rms, float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                   const float* mean, const float* rstd, int64_t N, int64_t C) {
+  if (rms) ops::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+  else ops::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+void add_inplace(float* y, const float* x, int64_t n) {
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+}  // namespace
+
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   const ModelConfig& c = cfg_;
   const int64_t B = B_, T = T_, N = B * T, C = c.d_model, Q = c.qkv_width(), F = c.d_ff;
   const int64_t NH = c.n_head, NKV = c.n_kv_head, HS = c.head_size();
   const bool llama = c.arch == Arch::llama;
   const int64_t FC = llama ? 2 * F : F;
-  ParamStore& s = store_;
+  const Weights& w = *w_;
   Acts& a = *acts_;
-  auto bias = [&](const std::string& name) -> const float* { return c.has_bias() ? s.param(name) : nullptr; };
+  OpProfile& prof = profile_;
 
   if (is_first_stage()) {
     last_tokens_ = tokens;
-    ops::embedding_forward(a.encoded.as<float>(), tokens, s.param("wte"),
-                           c.learned_positions() ? s.param("wpe") : nullptr, B, T, C);
+    profiled(prof, OpGroup::embedding, [&] { ops::embedding_forward(a.encoded.as<float>(), tokens, w.wte, w.wpe, B, T, C); });
   }
   const float* x = a.encoded.as<float>();
   for (int l = first_; l < last_; ++l) {
     LayerActs& la = a.layers[l - first_];
-    const std::string p = "h." + std::to_string(l) + ".";
-    if (llama) {
-      ops::rmsnorm_forward(la.ln1.as<float>(), la.ln1_rstd.as<float>(), x, s.param(p + "ln1.w"), N, C, c.norm_eps);
-    } else {
-      ops::layernorm_forward(la.ln1.as<float>(), la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(), x,
-                             s.param(p + "ln1.w"), s.param(p + "ln1.b"), N, C, c.norm_eps);
-    }
-    ops::matmul_forward(la.qkv.as<float>(), la.ln1.as<float>(), s.param(p + "attn.qkv.w"), bias(p + "attn.qkv.b"),
-                        N, C, Q);
-    if (llama) ops::rope_forward(la.qkv.as<float>(), B, T, NH, NKV, HS, c.rope_theta);
-    ops::attention_forward(la.atty.as<float>(), la.lse.as<float>(), la.qkv.as<float>(), B, T, NH, NKV, HS);
-    float* r2 = la.residual2.as<float>();
-    ops::matmul_forward(r2, la.atty.as<float>(), s.param(p + "attn.proj.w"), bias(p + "attn.proj.b"), N, NH * HS, C);
-#pragma omp parallel for simd
-    for (int64_t i = 0; i < N * C; ++i) r2[i] += x[i];
-    if (llama) {
-      ops::rmsnorm_forward(la.ln2.as<float>(), la.ln2_rstd.as<float>(), r2, s.param(p + "ln2.w"), N, C, c.norm_eps);
-    } else {
-      ops::layernorm_forward(la.ln2.as<float>(), la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), r2,
-                             s.param(p + "ln2.w"), s.param(p + "ln2.b"), N, C, c.norm_eps);
-    }
-    ops::matmul_forward(la.fch.as<float>(), la.ln2.as<float>(), s.param(p + "mlp.fc.w"), bias(p + "mlp.fc.b"), N, C,
-                        FC);
-    if (llama) {
-      ops::swiglu_forward(la.fch_act.as<float>(), la.fch.as<float>(), N, F);
-    } else {
-      ops::gelu_forward(la.fch_act.as<float>(), la.fch.as<float>(), N * F);
-    }
-    float* r3 = la.residual3.as<float>();
-    ops::matmul_forward(r3, la.fch_act.as<float>(), s.param(p + "mlp.proj.w"), bias(p + "mlp.proj.b"), N, F, C);
-#pragma omp parallel for simd
-    for (int64_t i = 0; i < N * C; ++i) r3[i] += r2[i];
+    const TensorPtrs& p = w.p[l - first_];
+    float *ln1 = la.ln1.as<float>(), *qkv = la.qkv.as<float>(), *atty = la.atty.as<float>();
+    float *r2 = la.residual2.as<float>(), *ln2 = la.ln2.as<float>(), *fch = la.fch.as<float>();
+    float *fch_act = la.fch_act.as<float>(), *r3 = la.residual3.as<float>();
+    profiled(prof, OpGroup::norm, [&] {
+      norm_forward(llama, ln1, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(), x, p.ln1_w, p.ln1_b, N, C, c.norm_eps);
+    });
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(qkv, ln1, p.qkv_w, p.qkv_b, N, C, Q); });
+    profiled(prof, OpGroup::attention, [&] {
+      if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
+      ops::attention_forward(atty, la.lse.as<float>(), qkv, B, T, NH, NKV, HS);
+    });
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r2, atty, p.proj_w, p.proj_b, N, NH * HS, C); });
+    profiled(prof, OpGroup::residual, [&] { add_inplace(r2, x, N * C); });
+    profiled(prof, OpGroup::norm, [&] {
+      norm_forward(llama, ln2, la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), r2, p.ln2_w, p.ln2_b, N, C, c.norm_eps);
+    });
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(fch, ln2, p.fc_w, p.fc_b, N, C, FC); });
+    profiled(prof, OpGroup::activation, [&] {
+      if (llama) ops::swiglu_forward(fch_act, fch, N, F);
+      else ops::gelu_forward(fch_act, fch, N * F);
+    });
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r3, fch_act, p.mproj_w, p.mproj_b, N, F, C); });
+    profiled(prof, OpGroup::residual, [&] { add_inplace(r3, r2, N * C); });
     x = r3;
   }
   a.have_dlogits = false;
   if (!is_last_stage()) return 0.f;
 
-  if (llama) {
-    ops::rmsnorm_forward(a.lnf.as<float>(), a.lnf_rstd.as<float>(), x, s.param("lnf.w"), N, C, c.norm_eps);
-  } else {
-    ops::layernorm_forward(a.lnf.as<float>(), a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, s.param("lnf.w"),
-                           s.param("lnf.b"), N, C, c.norm_eps);
-  }
-  const float* head = c.tied_embeddings ? s.param("wte") : s.param("lm_head.w");
-  ops::matmul_forward(a.logits.as<float>(), a.lnf.as<float>(), head, nullptr, N, C, c.vocab_size);
+  float* lnf = a.lnf.as<float>();
+  float* logits = a.logits.as<float>();
+  profiled(prof, OpGroup::norm, [&] {
+    norm_forward(llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, N, C, c.norm_eps);
+  });
+  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, lnf, w.head, nullptr, N, C, c.vocab_size); });
   if (!targets) return 0.f;
 
   int64_t valid = 0;
   for (int64_t i = 0; i < N; ++i) valid += targets[i] >= 0;
   loss_valid_count_ = static_cast<float>(valid);
-  const float dscale = valid > 0 ? 1.f / static_cast<float>(valid) : 0.f;
-  ops::softmax_crossentropy(a.losses.as<float>(), a.logits.as<float>(), targets, N, c.vocab_size,
-                            dscale == 0.f ? 1e-30f : dscale);
+  // With no valid target the gradient is zero; a tiny non-zero scale keeps the op in gradient mode.
+  const float dscale = valid > 0 ? 1.f / static_cast<float>(valid) : 1e-30f;
+  profiled(prof, OpGroup::loss, [&] {
+    ops::softmax_crossentropy(a.losses.as<float>(), logits, targets, N, c.vocab_size, dscale);
+  });
   a.have_dlogits = true;
   double sum = 0;
   const float* losses = a.losses.as<float>();
@@ -183,32 +247,28 @@ void Transformer::backward(float loss_scale) {
   const int64_t NH = c.n_head, NKV = c.n_kv_head, HS = c.head_size();
   const bool llama = c.arch == Arch::llama;
   const int64_t FC = llama ? 2 * F : F;
-  ParamStore& s = store_;
+  const Weights& w = *w_;
   Acts& a = *acts_;
-  auto dbias = [&](const std::string& name) -> float* { return c.has_bias() ? s.grad(name) : nullptr; };
+  OpProfile& prof = profile_;
   float* dres = a.dresidual.as<float>();
+  float *dln = a.dln.as<float>(), *datty = a.datty.as<float>(), *dqkv = a.dqkv.as<float>();
+  float *dfch = a.dfch.as<float>(), *dfch_act = a.dfch_act.as<float>();
   zero(a.dresidual);
 
   if (is_last_stage()) {
     TS_CHECK(a.have_dlogits) << "backward() needs a preceding forward() with targets";
     float* dlogits = a.logits.as<float>();
     const int64_t NV = N * c.vocab_size;
-    if (loss_scale != 1.f) {
-#pragma omp parallel for simd
-      for (int64_t i = 0; i < NV; ++i) dlogits[i] *= loss_scale;
-    }
+    if (loss_scale != 1.f) profiled(prof, OpGroup::loss, [&] { ops::scale_inplace(dlogits, NV, loss_scale); });
     const float* x_last = a.layers.empty() ? a.encoded.as<float>() : a.layers.back().residual3.as<float>();
-    const bool tied = c.tied_embeddings;
     zero(a.dln);
-    ops::matmul_backward(a.dln.as<float>(), tied ? s.grad("wte") : s.grad("lm_head.w"), nullptr, dlogits,
-                         a.lnf.as<float>(), tied ? s.param("wte") : s.param("lm_head.w"), N, C, c.vocab_size);
-    if (llama) {
-      ops::rmsnorm_backward(dres, s.grad("lnf.w"), a.dln.as<float>(), x_last, s.param("lnf.w"),
-                            a.lnf_rstd.as<float>(), N, C);
-    } else {
-      ops::layernorm_backward(dres, s.grad("lnf.w"), s.grad("lnf.b"), a.dln.as<float>(), x_last, s.param("lnf.w"),
-                              a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), N, C);
-    }
+    profiled(prof, OpGroup::matmul, [&] {
+      ops::matmul_backward(dln, w.dhead, nullptr, dlogits, a.lnf.as<float>(), w.head, N, C, c.vocab_size);
+    });
+    profiled(prof, OpGroup::norm, [&] {
+      norm_backward(llama, dres, w.dlnf_w, w.dlnf_b, dln, x_last, w.lnf_w, a.lnf_mean.as<float>(),
+                    a.lnf_rstd.as<float>(), N, C);
+    });
     a.have_dlogits = false;  // the logits buffer now holds scaled gradients: one backward per forward
     if (grad_ready_) grad_ready_(static_cast<int>(c.n_layer));
   } else {
@@ -217,53 +277,51 @@ void Transformer::backward(float loss_scale) {
 
   for (int l = last_ - 1; l >= first_; --l) {
     LayerActs& la = a.layers[l - first_];
-    const std::string p = "h." + std::to_string(l) + ".";
+    const TensorPtrs& p = w.p[l - first_];
+    const TensorPtrs& g = w.g[l - first_];
     const float* x = l == first_ ? a.encoded.as<float>() : a.layers[l - first_ - 1].residual3.as<float>();
     // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))); dres carries d residual3.
     zero(a.dfch_act);
-    ops::matmul_backward(a.dfch_act.as<float>(), s.grad(p + "mlp.proj.w"), dbias(p + "mlp.proj.b"), dres,
-                         la.fch_act.as<float>(), s.param(p + "mlp.proj.w"), N, F, C);
+    profiled(prof, OpGroup::matmul, [&] {
+      ops::matmul_backward(dfch_act, g.mproj_w, g.mproj_b, dres, la.fch_act.as<float>(), p.mproj_w, N, F, C);
+    });
     zero(a.dfch);
-    if (llama) {
-      ops::swiglu_backward(a.dfch.as<float>(), a.dfch_act.as<float>(), la.fch.as<float>(), N, F);
-    } else {
-      ops::gelu_backward(a.dfch.as<float>(), la.fch.as<float>(), a.dfch_act.as<float>(), N * F);
-    }
+    profiled(prof, OpGroup::activation, [&] {
+      if (llama) ops::swiglu_backward(dfch, dfch_act, la.fch.as<float>(), N, F);
+      else ops::gelu_backward(dfch, la.fch.as<float>(), dfch_act, N * F);
+    });
     zero(a.dln);
-    ops::matmul_backward(a.dln.as<float>(), s.grad(p + "mlp.fc.w"), dbias(p + "mlp.fc.b"), a.dfch.as<float>(),
-                         la.ln2.as<float>(), s.param(p + "mlp.fc.w"), N, C, FC);
-    if (llama) {
-      ops::rmsnorm_backward(dres, s.grad(p + "ln2.w"), a.dln.as<float>(), la.residual2.as<float>(),
-                            s.param(p + "ln2.w"), la.ln2_rstd.as<float>(), N, C);
-    } else {
-      ops::layernorm_backward(dres, s.grad(p + "ln2.w"), s.grad(p + "ln2.b"), a.dln.as<float>(),
-                              la.residual2.as<float>(), s.param(p + "ln2.w"), la.ln2_mean.as<float>(),
-                              la.ln2_rstd.as<float>(), N, C);
-    }
+    profiled(prof, OpGroup::matmul, [&] {
+      ops::matmul_backward(dln, g.fc_w, g.fc_b, dfch, la.ln2.as<float>(), p.fc_w, N, C, FC);
+    });
+    profiled(prof, OpGroup::norm, [&] {
+      norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln, la.residual2.as<float>(), p.ln2_w, la.ln2_mean.as<float>(),
+                    la.ln2_rstd.as<float>(), N, C);
+    });
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
     zero(a.datty);
-    ops::matmul_backward(a.datty.as<float>(), s.grad(p + "attn.proj.w"), dbias(p + "attn.proj.b"), dres,
-                         la.atty.as<float>(), s.param(p + "attn.proj.w"), N, NH * HS, C);
+    profiled(prof, OpGroup::matmul, [&] {
+      ops::matmul_backward(datty, g.proj_w, g.proj_b, dres, la.atty.as<float>(), p.proj_w, N, NH * HS, C);
+    });
     zero(a.dqkv);
-    ops::attention_backward(a.dqkv.as<float>(), a.datty.as<float>(), la.qkv.as<float>(), la.atty.as<float>(),
-                            la.lse.as<float>(), B, T, NH, NKV, HS);
-    if (llama) ops::rope_backward(a.dqkv.as<float>(), B, T, NH, NKV, HS, c.rope_theta);
+    profiled(prof, OpGroup::attention, [&] {
+      ops::attention_backward(dqkv, datty, la.qkv.as<float>(), la.atty.as<float>(), la.lse.as<float>(), B, T, NH, NKV,
+                              HS);
+      if (llama) ops::rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
+    });
     zero(a.dln);
-    ops::matmul_backward(a.dln.as<float>(), s.grad(p + "attn.qkv.w"), dbias(p + "attn.qkv.b"), a.dqkv.as<float>(),
-                         la.ln1.as<float>(), s.param(p + "attn.qkv.w"), N, C, Q);
-    if (llama) {
-      ops::rmsnorm_backward(dres, s.grad(p + "ln1.w"), a.dln.as<float>(), x, s.param(p + "ln1.w"),
-                            la.ln1_rstd.as<float>(), N, C);
-    } else {
-      ops::layernorm_backward(dres, s.grad(p + "ln1.w"), s.grad(p + "ln1.b"), a.dln.as<float>(), x,
-                              s.param(p + "ln1.w"), la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(), N, C);
-    }
+    profiled(prof, OpGroup::matmul, [&] {
+      ops::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, la.ln1.as<float>(), p.qkv_w, N, C, Q);
+    });
+    profiled(prof, OpGroup::norm, [&] {
+      norm_backward(llama, dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(),
+                    N, C);
+    });
     if (grad_ready_) grad_ready_(l);
   }
 
   if (is_first_stage()) {
-    ops::embedding_backward(s.grad("wte"), c.learned_positions() ? s.grad("wpe") : nullptr, dres, last_tokens_, B, T,
-                            C);
+    profiled(prof, OpGroup::embedding, [&] { ops::embedding_backward(w.dwte, w.dwpe, dres, last_tokens_, B, T, C); });
     if (grad_ready_) grad_ready_(-1);
   } else {
     std::memcpy(a.input_grad.data(), dres, a.dresidual.bytes());

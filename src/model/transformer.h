@@ -9,6 +9,7 @@
 
 #include "core/memory.h"
 #include "model/config.h"
+#include "model/op_profile.h"
 #include "model/param_layout.h"
 
 namespace tessera {
@@ -52,13 +53,19 @@ class Transformer {
   // norm/head, -1 = embeddings), in the order they become ready; data parallelism hooks in here.
   void set_grad_ready_callback(std::function<void(int layer)> cb) { grad_ready_ = std::move(cb); }
 
+  // Per-kernel-group timing (benchmarks): enable, run steps, read seconds.
+  OpProfile& profile() { return profile_; }
+
  private:
   struct Acts;
+  struct Weights;  // resolved pointers into the store: no name look-ups in the step
   ModelConfig cfg_;
   ParamStore& store_;
   int64_t B_, T_;
   int first_, last_;
   std::unique_ptr<Acts> acts_;
+  std::unique_ptr<Weights> w_;
+  OpProfile profile_;
   std::function<void(int)> grad_ready_;
   const int32_t* last_tokens_ = nullptr;
   float loss_valid_count_ = 0.f;
