@@ -9,5 +9,11 @@ T=build/src/cli/tessera
 if [[ ! -f data/kjv/manifest.json ]]; then
   $T prepare --kjv --tokenizer byte --out data/kjv
 fi
-$T train --config configs/default.toml "$@"
-$T sample --run runs/default --prompt "And God said" --tokens 300 --temperature 0.8 --top-k 40
+# A fresh run directory each time, so re-running never touches an earlier run.
+RUN=runs/kjv-$(date +%Y%m%d-%H%M%S)
+$T train --config configs/default.toml train.out_dir="$RUN" "$@"
+echo "--- samples from $RUN ---"
+for seed in 1 2 3; do
+  $T sample --run "$RUN" --prompt "And God said" --tokens 200 --temperature 0.8 --top-k 40 --seed $seed
+  echo
+done

@@ -151,6 +151,9 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
     if (existing.ok() && !existing->empty())
       setup = invalid_argument("train.out_dir " + out_dir + " already holds checkpoints of an earlier run: pass "
                                "--resume to continue it, or choose another train.out_dir");
+    else if (fs::exists(fs::path(out_dir) / "metrics.jsonl"))
+      setup = invalid_argument("train.out_dir " + out_dir + " already holds the metrics of an earlier run (that "
+                               "left no checkpoint): choose another train.out_dir or delete that directory");
   }
   if (setup.ok() && opts.resume) {
     auto latest = checkpoint::find_latest_complete(out_dir);
