@@ -27,14 +27,14 @@ DataParallel::DataParallel(Communicator& dp, ParamStore& store, int64_t bucket_b
       cursor -= take;
       lowest = std::min(lowest, it->layer);
       if (end - cursor >= per_bucket) {
-        buckets_.push_back({cursor, end, lowest, Work(), false, 0});
+        buckets_.push_back({cursor, end, lowest, Work(), false, 0, 0});
         end = cursor;
         lowest = INT32_MAX;
       }
     }
     cursor = t_begin;  // skip alignment padding (inside the buffer, never read)
   }
-  if (end > cursor || lowest != INT32_MAX) buckets_.push_back({cursor, end, lowest, Work(), false, 0});
+  if (end > cursor || lowest != INT32_MAX) buckets_.push_back({cursor, end, lowest, Work(), false, 0, 0});
   // Padding between tensors lies inside bucket ranges; it is zero on every rank, so averaging it is harmless.
 }
 
@@ -43,6 +43,7 @@ Status DataParallel::broadcast_parameters() { return dp_.broadcast(store_.params
 void DataParallel::launch(Bucket& b) {
   b.launched = true;
   b.t_launch = now_s();
+  b.t_done = 0;
   float* g = store_.grads() + b.begin;
   b.work = dp_.all_reduce_async(g, g, b.end - b.begin, DType::f32, ReduceOp::avg);
 }
@@ -51,7 +52,7 @@ void DataParallel::on_layer_ready(int layer) {
   if (!sync_ || dp_.size() == 1) return;
   // MPI progresses non-blocking collectives only inside MPI calls: poke the ones in flight.
   for (Bucket& b : buckets_)
-    if (b.launched) (void)b.work.test();
+    if (b.launched && b.t_done == 0 && b.work.test()) b.t_done = now_s();
   for (Bucket& b : buckets_) {
     if (b.launched) continue;
     if (b.lowest_layer < layer) break;  // buckets launch in order; later ones need earlier layers
@@ -67,7 +68,8 @@ Status DataParallel::finish() {
     Bucket& b = buckets_[i];
     if (!b.launched) launch(b);
     Status s = b.work.wait();
-    if (trace_) trace_(i, b.t_launch, now_s());
+    if (b.t_done == 0) b.t_done = now_s();
+    if (trace_) trace_(i, b.t_launch, b.t_done);
     if (!s.ok() && first_error.ok()) first_error = s;
     b.launched = false;
   }

@@ -42,6 +42,7 @@ class DataParallel {
     Work work;
     bool launched = false;
     double t_launch = 0;
+    double t_done = 0;  // when a test() or wait() first saw it complete (0: not yet)
   };
   void launch(Bucket& b);
   Communicator& dp_;
