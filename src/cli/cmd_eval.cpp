@@ -14,7 +14,7 @@ namespace tessera::cli {
 
 Runner add_eval(CLI::App& app) {
   struct Args {
-    std::string run, weights, model, data, split = "val";
+    std::string run, weights, model, data, split = "val", shard;
     int64_t batches = 0, batch = 4, seq = 0;
     int threads = 0;
   };
@@ -26,6 +26,8 @@ Runner add_eval(CLI::App& app) {
   c->add_option("--model", a->model, "Model preset for a weights file without Tessera metadata");
   c->add_option("--data", a->data, "Prepared dataset directory (default: the one the run trained on)");
   c->add_option("--split", a->split, "train | val")->capture_default_str();
+  c->add_option("--shard", a->shard, "Evaluate on this token shard file instead of a dataset split")
+      ->check(CLI::ExistingFile);
   c->add_option("--batches", a->batches, "Batches to evaluate (0 = the whole split)");
   c->add_option("--batch", a->batch, "Sequences per batch")->capture_default_str();
   c->add_option("--seq", a->seq, "Sequence length (default: the model's max_seq_len)");
@@ -35,30 +37,42 @@ Runner add_eval(CLI::App& app) {
     if (a->run.empty() && a->weights.empty()) return fail("give --run <dir> or --weights <file.safetensors>");
     auto lm = a->run.empty() ? load_model_from_weights(a->weights, a->model) : load_model_from_checkpoint(a->run);
     if (!lm.ok()) return fail(lm.status().message());
-    const std::string data = a->data.empty() ? lm->data_dir : a->data;
-    if (data.empty()) return fail("no dataset: pass --data <prepared dataset directory>");
-    auto m = load_manifest(data);
-    if (!m.ok()) return fail(m.status().message());
-    if (m->vocab_size > lm->config.vocab_size)
-      return fail("dataset vocabulary " + std::to_string(m->vocab_size) + " exceeds the model's " +
-                  std::to_string(lm->config.vocab_size) + ": evaluate on data made with the model's tokenizer");
     const int64_t T = a->seq > 0 ? a->seq : lm->config.max_seq_len;
     if (T > lm->config.max_seq_len) return fail("--seq exceeds the model's max_seq_len");
-    auto loader = EvalLoader::open(m.value(), a->split, static_cast<int>(a->batch), static_cast<int>(T));
+    std::string what;
+    Result<EvalLoader> loader = invalid_argument("no data");
+    if (!a->shard.empty()) {
+      what = a->shard;
+      loader = EvalLoader::open_shards({a->shard}, static_cast<int>(a->batch), static_cast<int>(T));
+    } else {
+      const std::string data = a->data.empty() ? lm->data_dir : a->data;
+      if (data.empty()) return fail("no dataset: pass --data <prepared dataset directory> or --shard <file.bin>");
+      auto m = load_manifest(data);
+      if (!m.ok()) return fail(m.status().message());
+      if (m->vocab_size > lm->config.vocab_size)
+        return fail("dataset vocabulary " + std::to_string(m->vocab_size) + " exceeds the model's " +
+                    std::to_string(lm->config.vocab_size) + ": evaluate on data made with the model's tokenizer");
+      what = data + "/" + a->split;
+      loader = EvalLoader::open(m.value(), a->split, static_cast<int>(a->batch), static_cast<int>(T));
+    }
     if (!loader.ok()) return fail(loader.status().message());
     Transformer model(lm->config, *lm->store, a->batch, T);
     std::vector<int32_t> in(a->batch * T), tgt(a->batch * T);
     double sum = 0;
     int64_t n = 0;
     while ((a->batches == 0 || n < a->batches) && loader->next_batch(in.data(), tgt.data())) {
+      for (int32_t t : in)
+        if (t < 0 || t >= lm->config.vocab_size)
+          return fail("token id " + std::to_string(t) + " in " + what + " is outside the model's vocabulary (" +
+                      std::to_string(lm->config.vocab_size) + "): evaluate on data made with the model's tokenizer");
       sum += model.forward(in.data(), tgt.data());
       ++n;
     }
-    if (n == 0) return fail("the " + a->split + " split has no full batch of " + std::to_string(a->batch) + "x" +
+    if (n == 0) return fail(what + " has no full batch of " + std::to_string(a->batch) + "x" +
                             std::to_string(T) + " tokens; lower --batch or --seq");
     const double loss = sum / n;
-    std::printf("%s on %s/%s: loss %.4f nats/token, perplexity %.3f (%lld batches of %lldx%lld)\n",
-                lm->source.c_str(), data.c_str(), a->split.c_str(), loss, std::exp(loss), (long long)n,
+    std::printf("%s on %s: loss %.4f nats/token, perplexity %.3f (%lld batches of %lldx%lld)\n",
+                lm->source.c_str(), what.c_str(), loss, std::exp(loss), (long long)n,
                 (long long)a->batch, (long long)T);
     return 0;
   };
