@@ -8,6 +8,10 @@ int main(int argc, char** argv) {
   using namespace tessera::cli;
   CLI::App app{"Tessera: train transformer language models on one or many processes"};
   app.require_subcommand(1);
+  // Command-line mistakes read like every other failure: "error: <message>".
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return "error: " + CLI::FailureMessage::simple(a, e);
+  });
   std::map<CLI::App*, Runner> runners;
   auto reg = [&](Runner (*add)(CLI::App&)) {
     const size_t before = app.get_subcommands({}).size();

@@ -13,7 +13,15 @@ namespace tessera {
 
 Result<LoadedModel> load_model_from_checkpoint(const std::string& path) {
   std::string dir = path;
-  if (std::filesystem::exists(std::filesystem::path(path) / "checkpoints")) {
+  namespace fs = std::filesystem;
+  // Name what was expected: the checkpoint reader's own messages assume a checkpoint directory.
+  if (!fs::is_directory(path))
+    return not_found("no run directory '" + path + "': pass --run <train.out_dir of a run> or one of its " +
+                     "checkpoints/step_<N> directories");
+  if (!fs::exists(fs::path(path) / "checkpoints") && !fs::exists(fs::path(path) / "manifest.json"))
+    return not_found("'" + path + "' holds no checkpoint: it is neither a run directory (with checkpoints/) nor a " +
+                     "checkpoints/step_<N> directory; train first or pass the run's train.out_dir");
+  if (fs::exists(fs::path(path) / "checkpoints")) {
     auto latest = checkpoint::find_latest_complete(path);
     if (!latest.ok())
       return not_found("run " + path + " has no complete checkpoint (" + latest.status().message() +

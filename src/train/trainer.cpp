@@ -141,7 +141,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
   // ---- run directory and resume ----
   const std::string& out_dir = cfg.train.out_dir;
   TrainingState state;
-  if (lead) {
+  if (lead && !opts.resume) {  // --resume needs an existing run: a refused one must leave no empty directory
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) setup = io_error("cannot create train.out_dir " + out_dir + ": " + ec.message());

@@ -1,0 +1,55 @@
+# Checkpoint and run-directory mistakes are refused with a clear message, a non-zero exit and no
+# change to the run: corrupt checkpoint, another model's checkpoint, training over an earlier run,
+# --resume with nothing to resume, and eval/sample/export of runs that do not exist.
+# Usage: errors_checkpoint.sh TESSERA SOURCE_DIR
+source "$(dirname "$0")/lib.sh"
+
+make_dataset ds 30
+tiny_train run ds train.steps=4 train.checkpoint_interval=2 --quiet || fail "the baseline run must train"
+[[ -f run/checkpoints/step_00000004/shard_0.bin ]] || fail "no final checkpoint"
+
+# Another model: the run's checkpoint has one layer.
+expect_error "resume with another model" "n_layer" -- tiny_train run ds train.steps=6 model.n_layer=2 --resume
+expect_error "resume with another width" "d_model" -- \
+  tiny_train run ds train.steps=6 model.d_model=32 model.n_head=2 model.d_ff=128 --resume
+# Training into a directory that holds a run, without --resume.
+expect_error "out_dir holds checkpoints" "run|--resume" -- tiny_train run ds train.steps=6
+# A directory with an earlier run's metrics but no checkpoint (it stopped before its first one).
+mkdir metrics_only && cp run/metrics.jsonl metrics_only/
+expect_error "out_dir holds another run's metrics" "metrics_only" -- tiny_train metrics_only ds train.steps=6
+# --resume where there is nothing to resume.
+expect_error "resume with no run" "nothing_here" -- tiny_train nothing_here ds train.steps=6 --resume
+mkdir empty_run
+expect_error "resume in an empty directory" "empty_run" -- tiny_train empty_run ds train.steps=6 --resume
+
+# One flipped byte in the newest checkpoint's shard: resume refuses it and changes nothing.
+cp -r run corrupt
+printf 'X' | dd of=corrupt/checkpoints/step_00000004/shard_0.bin bs=1 seek=4000 conv=notrunc status=none
+expect_error "corrupt checkpoint" "checksum|corrupt/checkpoints/step_00000004" -- \
+  tiny_train corrupt ds train.steps=6 --resume
+expect_error "eval of a corrupt checkpoint" "checksum" -- "$TESSERA" eval --run corrupt
+expect_error "export of a corrupt checkpoint" "checksum" -- "$TESSERA" export --run corrupt --out x.safetensors
+# A truncated shard and a broken manifest in a checkpoint.
+cp -r run cut && truncate -s 2000 cut/checkpoints/step_00000004/shard_0.bin
+expect_error "truncated checkpoint" "cut/checkpoints/step_00000004" -- tiny_train cut ds train.steps=6 --resume
+cp -r run badjson && echo '{"format":' >badjson/checkpoints/step_00000004/manifest.json
+expect_error "malformed checkpoint manifest" "badjson/checkpoints/step_00000004" -- \
+  tiny_train badjson ds train.steps=6 --resume
+
+# Inference commands on runs that do not exist (or hold no checkpoint).
+for cmd in eval sample; do
+  expect_error "$cmd of a missing run" "no_such_run|run directory" -- "$TESSERA" $cmd --run no_such_run
+  expect_error "$cmd of a directory without checkpoints" "empty_run|no checkpoint" -- "$TESSERA" $cmd --run empty_run
+done
+expect_error "export of a missing run" "no_such_run|run directory" -- "$TESSERA" export --run no_such_run --out x.safetensors
+expect_error "export of a directory without checkpoints" "empty_run|no checkpoint" -- \
+  "$TESSERA" export --run empty_run --out x.safetensors
+expect_error "eval of a missing weights file" "no_such.safetensors" -- \
+  "$TESSERA" eval --weights no_such.safetensors --data ds
+expect_error "plot of a missing run" "no_such_run" -- "$TESSERA" plot no_such_run --out x.svg
+expect_error "eval of a run on a missing dataset" "no_such_data" -- "$TESSERA" eval --run run --data no_such_data
+
+# The undamaged run still resumes after all that.
+tiny_train run ds train.steps=6 --resume --quiet || fail "resume of the intact run"
+[[ -f run/checkpoints/step_00000006/COMPLETE ]] || fail "resumed run wrote no step-6 checkpoint"
+echo PASS

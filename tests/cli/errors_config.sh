@@ -1,0 +1,28 @@
+# Bad run configs are refused before anything is written: a non-zero exit, a message naming the
+# offending key, and no change to the files already there (dataset, earlier runs).
+# Usage: errors_config.sh TESSERA SOURCE_DIR
+source "$(dirname "$0")/lib.sh"
+
+make_dataset ds 30
+tiny_train run ds train.steps=2 --quiet || fail "the baseline run must train"
+
+expect_error "unknown key" "bogus_key|[train]" -- tiny_train new ds train.bogus_key=1
+expect_error "misspelt key" "nlayer|n_layer" -- tiny_train new ds model.nlayer=2
+expect_error "unknown section" "optimiser" -- tiny_train new ds optimiser.lr=0.1
+expect_error "n_head does not divide d_model" "n_head|d_model" -- tiny_train new ds model.n_head=5
+expect_error "batch not divisible by micro-batch" "batch_tokens|micro_batch" -- \
+  tiny_train new ds train.batch_tokens=96
+expect_error "wrong value type" "steps|integer" -- tiny_train new ds train.steps=many
+expect_error "negative steps" "steps" -- tiny_train new ds train.steps=-3
+expect_error "override without '='" "train.steps" -- tiny_train new ds train.steps
+# The same checks apply to keys in the config file itself.
+sed 's/^seed = /sede = /' "$CONFIG" >typo.toml
+expect_error "unknown key in the file" "sede|typo.toml" -- \
+  "$TESSERA" train --config typo.toml "${TINY[@]}" data.dir=ds train.out_dir=new
+printf 'this is [not toml\n' >broken.toml
+expect_error "unparsable file" "broken.toml" -- \
+  "$TESSERA" train --config broken.toml data.dir=ds train.out_dir=new
+expect_error "missing config file" "nonexistent.toml" -- \
+  "$TESSERA" train --config nonexistent.toml
+[[ ! -e new ]] || fail "a refused run created its out_dir"
+echo PASS
