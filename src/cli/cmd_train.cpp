@@ -1,5 +1,7 @@
 // tessera train --config run.toml [section.key=value ...] [--resume]: one process or an mpirun job.
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "cli/commands.h"
 #include "comm/mpi/mpi_communicator.h"
@@ -25,6 +27,9 @@ int run_train(const TrainArgs& a) {
   if (multi) set_log_rank(mpi.world_rank());
   // On a many-rank job an error on one rank must end the whole job, not leave the others waiting.
   auto fail_job = [&](const Status& s) -> int {
+    // Peers stuck on the same timed-out op time out within milliseconds of this rank: give them
+    // time to print their own diagnosis before mpirun kills them.
+    if (multi && s.code() == StatusCode::timeout) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     if (multi) abort_job(s, 1);
     return fail(s.message());
   };

@@ -81,13 +81,46 @@ Status agree_on(Communicator& world, const Status& local) {
 
 double mem_mb() { return memory_stats().total_live / 1048576.0; }
 
+// Test-only planted faults (tests/mpi/dp_*.sh; unset in real runs). At step TESSERA_TEST_FAULT_STEP
+// (default 2) the rank named by TESSERA_TEST_FAIL_RANK fails; TESSERA_TEST_HANG_RANK stops answering, as a
+// rank stuck in compute would, before the gradient all-reduce (TESSERA_TEST_HANG_AT=grad_sync, default)
+// or the loss all-reduce (=loss); TESSERA_TEST_PERTURB_RANK nudges one parameter (--verify-replicas must fail).
+struct PlantedFault {
+  int fail = -1, hang = -1, perturb = -1;
+  int64_t step = 2;
+  bool hang_at_loss = false;
+  static PlantedFault from_env() {
+    auto num = [](const char* name, int64_t dflt) {
+      const char* v = std::getenv(name);
+      return v && *v ? std::atoll(v) : dflt;
+    };
+    const char* at = std::getenv("TESSERA_TEST_HANG_AT");
+    return {static_cast<int>(num("TESSERA_TEST_FAIL_RANK", -1)), static_cast<int>(num("TESSERA_TEST_HANG_RANK", -1)),
+            static_cast<int>(num("TESSERA_TEST_PERTURB_RANK", -1)), num("TESSERA_TEST_FAULT_STEP", 2),
+            at && std::string_view(at) == "loss"};
+  }
+  [[noreturn]] static void hang_forever() {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+};
+
 }  // namespace
 
 Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, const TrainerOptions& opts) {
   const int rank = world.rank();
   const bool lead = rank == 0;
   TS_RETURN_IF_ERROR(check_world(cfg, world.size()));
-  TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(world, GridShape{cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp}));
+  TS_ASSIGN_OR_RETURN(Grid made_grid, Grid::create(world, GridShape{cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp}));
+  // On an error return the peers may still sit in a collective, and freeing the grid's communicators
+  // is collective (MPI_Win_free): this rank would hang there instead of reaching abort_job. Leak them.
+  auto grid_owner = std::make_unique<Grid>(std::move(made_grid));
+  Grid& grid = *grid_owner;
+  bool finished_ok = false;
+  struct LeakGridOnError {
+    std::unique_ptr<Grid>& owner;
+    const bool& ok;
+    ~LeakGridOnError() { if (!ok) (void)owner.release(); }
+  } leak_grid_on_error{grid_owner, finished_ok};
   // Ranks launched with different configs (or binaries) must not meet in a collective.
   const nlohmann::json run_json = to_json(cfg);
   TS_RETURN_IF_ERROR(check_agreement(world, "run config", agreement_hash(run_json.dump())));
@@ -210,12 +243,18 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
     for (; n < cfg.train.eval_batches && val_loader->next_batch(inputs.data(), targets.data()); ++n)
       sum += model.forward(inputs.data(), targets.data());
     float m = static_cast<float>(n ? sum / n : 0.0);
-    TS_RETURN_IF_ERROR(grid.dp().all_reduce(&m, &m, 1, DType::f32, ReduceOp::avg));
+    TS_RETURN_IF_ERROR(grid.dp().all_reduce_async(&m, &m, 1, DType::f32, ReduceOp::avg).wait());  // times out
     return static_cast<double>(m);
   };
 
+  const PlantedFault fault = PlantedFault::from_env();
   while (state.step < cfg.train.steps) {
     const double t_step = Timeline::now_s();
+    const bool fault_now = state.step + 1 == fault.step;
+    if (fault_now && fault.fail == rank)
+      return internal_error("planted failure (TESSERA_TEST_FAIL_RANK) on rank " + std::to_string(rank) + " at step " +
+                            std::to_string(fault.step));
+    const bool hang_grad_sync = fault_now && fault.hang == rank && !fault.hang_at_loss;
     const float lr = lr_at(state.step, cfg.optim, cfg.train.steps);
     store.zero_grads();
     double loss_sum = 0;
@@ -225,7 +264,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
         TimelineSpan span(timeline, "data", "data", 2);
         loader->next_batch(inputs.data(), targets.data());
       }
-      dp.set_sync(micro == accum - 1);  // no communication on accumulation micro-steps
+      dp.set_sync(micro == accum - 1 && !hang_grad_sync);  // no communication on accumulation micro-steps
       {
         TimelineSpan span(timeline, "forward", "compute");
         loss_sum += model.forward(inputs.data(), targets.data());
@@ -233,6 +272,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
       TimelineSpan span(timeline, "backward", "compute");
       model.backward(1.f / static_cast<float>(accum));
     }
+    if (hang_grad_sync) PlantedFault::hang_forever();
     {
       TimelineSpan span(timeline, "grad sync wait", "comm");
       TS_RETURN_IF_ERROR(dp.finish());
@@ -243,8 +283,12 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
       grad_norm = clip_grad_norm(store.grads(), store.numel(), cfg.optim.grad_clip);
       opt.step(store.params(), store.grads(), lr);
     }
+    if (fault_now && fault.perturb == rank) store.params()[0] = std::nextafter(store.params()[0], 1e30f);
+    if (fault_now && fault.hang == rank && fault.hang_at_loss) PlantedFault::hang_forever();
     float loss = static_cast<float>(loss_sum / accum);
-    if (dp_size > 1) TS_RETURN_IF_ERROR(grid.dp().all_reduce(&loss, &loss, 1, DType::f32, ReduceOp::avg));
+    // Async + wait: unlike a blocking call it times out (train.timeout_s) if a rank never arrives.
+    if (dp_size > 1)
+      TS_RETURN_IF_ERROR(grid.dp().all_reduce_async(&loss, &loss, 1, DType::f32, ReduceOp::avg).wait());
     if (!std::isfinite(loss))
       return internal_error("loss became " + std::to_string(loss) + " at step " + std::to_string(state.step) +
                             ": lower optim.lr or enable optim.grad_clip");
@@ -318,6 +362,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
     TS_RETURN_IF_ERROR(world.barrier());
     if (lead) TS_RETURN_IF_ERROR(Timeline::merge(opts.trace_path, world.size()));
   }
+  finished_ok = true;
   return summary;
 }
 

@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+# Compares the train-loss curves in metrics.jsonl files: every run must log the same steps, and each
+# step's loss must match the first (reference) run within a relative tolerance.
+#   dp_compare_losses.py --steps N --tolerance TOL label=metrics.jsonl ...
+import argparse
+import json
+import sys
+
+
+def losses(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            ev = json.loads(line)
+            if "loss" in ev and "step" in ev:
+                out[ev["step"]] = ev["loss"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--tolerance", type=float, required=True)
+    ap.add_argument("runs", nargs="+")
+    args = ap.parse_args()
+    runs = [(r.split("=", 1)[0], losses(r.split("=", 1)[1])) for r in args.runs]
+    ref_label, ref = runs[0]
+    fail = False
+    for label, curve in runs:
+        if sorted(curve) != list(range(1, args.steps + 1)):
+            print(f"FAIL: {label} logged steps {sorted(curve)}, expected 1..{args.steps}")
+            fail = True
+    if fail:
+        sys.exit(1)
+    print(f"{'step':>4} {ref_label + ' loss':>14} " + " ".join(f"{l + ' rel.diff':>16}" for l, _ in runs[1:]))
+    worst = 0.0
+    for s in range(1, args.steps + 1):
+        diffs = [abs(c[s] - ref[s]) / abs(ref[s]) for _, c in runs[1:]]
+        worst = max([worst] + diffs)
+        print(f"{s:>4} {ref[s]:>14.7f} " + " ".join(f"{d:>16.2e}" for d in diffs))
+        for (label, _), d in zip(runs[1:], diffs):
+            if not d <= args.tolerance:
+                print(f"FAIL: step {s}: {label} loss differs from {ref_label} by {d:.2e} (relative) > {args.tolerance:g}")
+                fail = True
+    # The curve must actually move, or equal curves would prove nothing.
+    if not ref[args.steps] < ref[1] - 0.1:
+        print(f"FAIL: the reference loss did not fall ({ref[1]:.4f} -> {ref[args.steps]:.4f})")
+        fail = True
+    print(f"worst relative difference {worst:.2e} (tolerance {args.tolerance:g})")
+    if fail:
+        sys.exit(1)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
