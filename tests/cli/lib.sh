@@ -78,20 +78,25 @@ expect_error() {
   echo "ok: $name -> $(grep '^error: ' <<<"$out" | head -1 | cut -c1-160)"
 }
 
-# train_losses METRICS FIRST LAST: the raw "loss" text of train steps FIRST..LAST, one per line
-# (raw text, so the comparison is bitwise: the writer prints every float with round-trip digits).
+# train_losses METRICS FIRST LAST [repeats]: the raw "loss" text of train steps FIRST..LAST, one per
+# line (raw text, so the comparison is bitwise: the writer prints every float with round-trip digits).
+# A step logged twice is an error, unless "repeats" is given (a run resumed from a checkpoint older
+# than its last logged step re-logs the steps after it): then the repeated losses must be identical.
 train_losses() {
   /usr/bin/python3 - "$@" <<'PY'
 import json, re, sys
 path, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+repeats = len(sys.argv) > 4 and sys.argv[4] == "repeats"
 seen = {}
 for line in open(path):
     rec = json.loads(line)
     if "loss" not in rec:
         continue
     raw = re.search(r'"loss":([^,}]+)', line).group(1)
-    if rec["step"] in seen:
+    if rec["step"] in seen and not repeats:
         sys.exit(f"{path}: step {rec['step']} logged twice")
+    if rec["step"] in seen and seen[rec["step"]] != raw:
+        sys.exit(f"{path}: step {rec['step']} re-run after resume gave loss {raw}, first {seen[rec['step']]}")
     seen[rec["step"]] = raw
 for s in range(first, last + 1):
     if s not in seen:

@@ -16,9 +16,21 @@ tiny_train B ds "${RUN[@]}" --resume || fail "run B, resumed part"
 # Three pieces: resume twice, the second time from a checkpoint that was itself resumed.
 tiny_train C ds "${RUN[@]}" --stop-after 3 || fail "run C, part 1"
 tiny_train C ds "${RUN[@]}" --resume --stop-after 5 || fail "run C, part 2"
-tiny_train C ds "${RUN[@]}" --resume || fail "run C, part 3"
+# The last part reads only the resolved config the run wrote (no overrides): it must round-trip exactly.
+"$TESSERA" train --config C/config.toml --resume --quiet || fail "run C, part 3 from C/config.toml"
+
+# A crash: periodic checkpoints at 4 and 8, the process dies after step 10 (simulated by removing the
+# step-10 checkpoint that --stop-after wrote). The resume from step 8 re-runs steps 9 and 10.
+tiny_train D ds "${RUN[@]}" train.checkpoint_interval=4 --stop-after 10 || fail "run D, part 1"
+[[ -d D/checkpoints/step_00000008 && -d D/checkpoints/step_00000010 ]] || fail "run D lacks its checkpoints"
+rm -r D/checkpoints/step_00000010
+tiny_train D ds "${RUN[@]}" train.checkpoint_interval=4 --resume || fail "run D, resumed from step 8"
 
 la=$(train_losses A/metrics.jsonl 1 12) || fail "metrics of A"
+ld=$(train_losses D/metrics.jsonl 1 12 repeats) || fail "metrics of D"
+[[ $la == "$ld" ]] || fail "losses of run D (resumed from a periodic checkpoint) differ from run A"
+cmp A/checkpoints/step_00000012/shard_0.bin D/checkpoints/step_00000012/shard_0.bin ||
+  fail "final checkpoint of D differs from A's"
 for r in B C; do
   lr=$(train_losses $r/metrics.jsonl 1 12) || fail "metrics of $r"
   if [[ $la != "$lr" ]]; then
