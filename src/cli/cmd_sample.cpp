@@ -77,8 +77,10 @@ Runner add_sample(CLI::App& app) {
       ids.push_back(sample_token(model.logits() + (len - 1) * cfg.vocab_size, cfg.vocab_size, a->temperature,
                                  a->top_k, rng, scratch));
     }
-    std::printf("%s%s\n", a->prompt.c_str(),
-                (*tok)->decode(std::span<const uint32_t>(ids.data() + prompt_len, ids.size() - prompt_len)).c_str());
+    // fwrite, not %s: decoded bytes may include NUL (byte tokenizer), which must not cut the text short.
+    const std::string text =
+        a->prompt + (*tok)->decode(std::span<const uint32_t>(ids.data() + prompt_len, ids.size() - prompt_len)) + "\n";
+    std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   };
 }

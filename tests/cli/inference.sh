@@ -6,18 +6,27 @@ source "$(dirname "$0")/lib.sh"
 make_dataset ds 60
 tiny_train run ds train.steps=6 --quiet || fail "training"
 
-# sample: byte tokenizer, so N tokens are N bytes after the prompt (plus the final newline).
-out=$("$TESSERA" sample --run run --prompt "in the " --tokens 40 --seed 7 --threads 1) || fail "sample"
-n=$(printf '%s\n' "$out" | wc -c)
-[[ $n -eq $((7 + 40 + 1)) ]] || fail "sample printed $n bytes, expected 48: '$out'"
-[[ $out == "in the "* ]] || fail "sample does not start with its prompt: '$out'"
-again=$("$TESSERA" sample --run run --prompt "in the " --tokens 40 --seed 7 --threads 1)
-[[ $again == "$out" ]] || fail "sample with the same seed differs"
+# sample: byte tokenizer, so N tokens are N bytes after the prompt, plus the final newline (counted
+# from files: command substitution would drop sampled trailing newlines).
+sample_bytes() { "$TESSERA" sample --run run --threads 1 "$@" >sample.out || fail "sample $*"; wc -c <sample.out; }
+[[ $(sample_bytes --prompt "in the " --tokens 40 --seed 7) -eq $((7 + 40 + 1)) ]] ||
+  fail "sample printed the wrong number of bytes: '$(cat sample.out)'"
+[[ $(head -c 7 sample.out) == "in the " ]] || fail "sample does not start with its prompt: '$(cat sample.out)'"
+cp sample.out first.out
+sample_bytes --prompt "in the " --tokens 40 --seed 7 >/dev/null
+cmp -s first.out sample.out || fail "sample with the same seed differs"
 # Longer than the model's context (64): the window slides.
-long=$("$TESSERA" sample --run run --prompt "in the " --tokens 150 --threads 1) || fail "long sample"
-[[ $(printf '%s\n' "$long" | wc -c) -eq $((7 + 150 + 1)) ]] || fail "long sample has the wrong length"
-greedy=$("$TESSERA" sample --run run --prompt "and" --tokens 20 --temperature 0 --threads 1) || fail "greedy sample"
-[[ $(printf '%s\n' "$greedy" | wc -c) -eq 24 ]] || fail "greedy sample has the wrong length: '$greedy'"
+[[ $(sample_bytes --prompt "in the " --tokens 150) -eq $((7 + 150 + 1)) ]] || fail "long sample has the wrong length"
+[[ $(sample_bytes --prompt "and" --tokens 20 --temperature 0) -eq 24 ]] || fail "greedy sample has the wrong length"
+[[ $(sample_bytes --prompt "" --tokens 10) -eq 11 ]] || fail "sample without a prompt has the wrong length"
+
+# Generated NUL bytes are printed too: a model trained on text that is mostly NUL samples them greedily.
+/usr/bin/python3 -c "import sys; sys.stdout.buffer.write((b'ab' + bytes(6) + b'\n') * 200)" >nul.txt
+"$TESSERA" prepare nul.txt --out nul --tokenizer byte --val-fraction 0.1 >/dev/null 2>&1 || fail "prepare nul"
+tiny_train nulrun nul train.steps=30 --quiet || fail "training on NUL-heavy text"
+"$TESSERA" sample --run nulrun --prompt ab --tokens 30 --temperature 0 --threads 1 >nul.out || fail "sample nulrun"
+[[ $(wc -c <nul.out) -eq $((2 + 30 + 1)) ]] || fail "sample of NUL bytes printed $(wc -c <nul.out) bytes, expected 33"
+[[ $(tr -cd '\000' <nul.out | wc -c) -gt 0 ]] || fail "the NUL-trained model sampled no NUL (test premise)"
 
 # eval: "loss X nats/token, perplexity Y" with Y = exp(X).
 ev=$("$TESSERA" eval --run run --seq 32 --batch 2 --threads 1) || fail "eval --run"
