@@ -28,10 +28,10 @@ Runner add_eval(CLI::App& app) {
   c->add_option("--split", a->split, "train | val")->capture_default_str();
   c->add_option("--shard", a->shard, "Evaluate on this token shard file instead of a dataset split")
       ->check(CLI::ExistingFile);
-  c->add_option("--batches", a->batches, "Batches to evaluate (0 = the whole split)");
-  c->add_option("--batch", a->batch, "Sequences per batch")->capture_default_str();
-  c->add_option("--seq", a->seq, "Sequence length (default: the model's max_seq_len)");
-  c->add_option("--threads", a->threads, "Threads (0 = all cores)");
+  c->add_option("--batches", a->batches, "Batches to evaluate (0 = the whole split)")->check(CLI::Range(0, 1000000000));
+  c->add_option("--batch", a->batch, "Sequences per batch")->capture_default_str()->check(CLI::Range(1, 1000000));
+  c->add_option("--seq", a->seq, "Sequence length (default: the model's max_seq_len)")->check(CLI::Range(0, 1000000));
+  c->add_option("--threads", a->threads, "Threads (0 = all cores)")->check(CLI::Range(0, 4096));
   return [a] {
     if (a->threads > 0) omp_set_num_threads(a->threads);
     if (a->run.empty() && a->weights.empty()) return fail("give --run <dir> or --weights <file.safetensors>");

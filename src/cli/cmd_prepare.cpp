@@ -74,9 +74,11 @@ Runner add_prepare(CLI::App& app) {
   c->add_flag("--kjv", a->kjv, "Add the King James Bible (Debian package bible-kjv) as input");
   c->add_option("--tokenizer", a->tokenizer, "byte | bpe | unigram | sentencepiece")->capture_default_str();
   c->add_option("--model", a->model, "Existing SentencePiece .model (with --tokenizer sentencepiece)");
-  c->add_option("--vocab-size", a->vocab_size, "Vocabulary size for bpe / unigram training")->capture_default_str();
+  c->add_option("--vocab-size", a->vocab_size, "Vocabulary size for bpe / unigram training")->capture_default_str()
+      ->check(CLI::Range(1, 16777216));
   c->add_option("--val-fraction", a->val_fraction, "Share of the input kept for validation")->capture_default_str();
-  c->add_option("--shard-tokens", a->shard_tokens, "Tokens per shard file")->capture_default_str();
+  c->add_option("--shard-tokens", a->shard_tokens, "Tokens per shard file")->capture_default_str()
+      ->check(CLI::Range(1, 2147483647));
   c->add_flag("--overwrite", a->overwrite, "Replace a dataset already in --out (only prepare's own files)");
   return [a] { return run_prepare(*a); };
 }

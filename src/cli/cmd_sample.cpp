@@ -45,11 +45,13 @@ Runner add_sample(CLI::App& app) {
   c->add_option("--run", a->run, "Run directory (latest checkpoint) or checkpoint directory")->required();
   c->add_option("--data", a->tokenizer_data, "Dataset whose tokenizer to use (default: the run's)");
   c->add_option("--prompt", a->prompt, "Text to continue");
-  c->add_option("--tokens", a->tokens, "Tokens to generate")->capture_default_str();
-  c->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
-  c->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  c->add_option("--tokens", a->tokens, "Tokens to generate")->capture_default_str()->check(CLI::Range(0, 1000000));
+  c->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  c->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str()
+      ->check(CLI::Range(0, 1000000000));
   c->add_option("--seed", a->seed, "Random seed")->capture_default_str();
-  c->add_option("--threads", a->threads, "Threads (0 = all cores)");
+  c->add_option("--threads", a->threads, "Threads (0 = all cores)")->check(CLI::Range(0, 4096));
   return [a] {
     if (a->threads > 0) omp_set_num_threads(a->threads);
     auto lm = load_model_from_checkpoint(a->run);

@@ -24,6 +24,16 @@ int main(int argc, char** argv) {
   reg(add_sample);
   reg(add_export);
   reg(add_plot);
+  // CLI11 would only say "A subcommand is required" for a mistyped command: name it and the choices.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == argv[1];
+    }
+    if (!known) return fail(std::string("unknown command '") + argv[1] + "': use one of " + names + " (see --help)");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

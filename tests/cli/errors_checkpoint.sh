@@ -49,6 +49,20 @@ expect_error "eval of a missing weights file" "no_such.safetensors" -- \
 expect_error "plot of a missing run" "no_such_run" -- "$TESSERA" plot no_such_run --out x.svg
 expect_error "eval of a run on a missing dataset" "no_such_data" -- "$TESSERA" eval --run run --data no_such_data
 
+# Bad option values of the inference and data commands (a negative token count used to crash sample).
+expect_error "sample --tokens -5" "--tokens" -- "$TESSERA" sample --run run --tokens -5
+expect_error "sample --temperature -1" "--temperature" -- "$TESSERA" sample --run run --temperature -1
+expect_error "sample --top-k -1" "--top-k" -- "$TESSERA" sample --run run --top-k -1
+expect_error "eval --batch 0" "--batch" -- "$TESSERA" eval --run run --batch 0
+expect_error "eval --seq -3" "--seq" -- "$TESSERA" eval --run run --seq -3
+expect_error "eval --seq beyond the model" "--seq|max_seq_len" -- "$TESSERA" eval --run run --seq 1000
+expect_error "eval of an unknown split" "test" -- "$TESSERA" eval --run run --split test
+expect_error "prepare --shard-tokens -1" "--shard-tokens" -- "$TESSERA" prepare ds.txt --out fresh --shard-tokens -1
+expect_error "prepare --val-fraction 1.5" "val fraction|1.5" -- "$TESSERA" prepare ds.txt --out fresh --val-fraction 1.5
+expect_error "plot --smooth 2" "smooth" -- "$TESSERA" plot run --smooth 2 --out x.svg
+expect_error "export into a missing directory" "no_such_dir" -- "$TESSERA" export --run run --out no_such_dir/m.safetensors
+expect_error "unknown command" "frobnicate" -- "$TESSERA" frobnicate
+
 # The undamaged run still resumes after all that.
 tiny_train run ds train.steps=6 --resume --quiet || fail "resume of the intact run"
 [[ -f run/checkpoints/step_00000006/COMPLETE ]] || fail "resumed run wrote no step-6 checkpoint"
