@@ -13,6 +13,7 @@
 
 #include "backend/ops.h"
 #include "checkpoint/catalog.h"
+#include "checkpoint/reader.h"
 #include "comm/agreement.h"
 #include "comm/grid.h"
 #include "core/log.h"
@@ -80,6 +81,29 @@ Status agree_on(Communicator& world, const Status& local) {
 }
 
 double mem_mb() { return memory_stats().total_live / 1048576.0; }
+
+// Resuming with other data, seed, batch or optimizer settings is allowed (e.g. a lower lr), but the
+// run then no longer continues as the uninterrupted one would: say so, naming each changed key.
+// (train.steps, intervals, threads, out_dir and the like do not change the steps taken so far.)
+void warn_resume_changes(const std::string& checkpoint_dir, const nlohmann::json& now) {
+  auto reader = checkpoint::open_checkpoint(checkpoint_dir);
+  if (!reader.ok() || !reader->state().contains("run_config")) return;
+  const nlohmann::json& before = reader->state()["run_config"];
+  std::string changed;
+  auto check = [&](const std::string& section, const std::string& key) {
+    const auto b = before.value(section, nlohmann::json::object()).value(key, nlohmann::json());
+    const auto n = now.value(section, nlohmann::json::object()).value(key, nlohmann::json());
+    if (b != n) changed += (changed.empty() ? "" : ", ") + section + "." + key + " " + b.dump() + " -> " + n.dump();
+  };
+  for (const char* key : {"dir", "seq_len"}) check("data", key);
+  for (const char* key : {"seed", "batch_tokens", "micro_batch", "grad_accum"}) check("train", key);
+  const nlohmann::json optim = now.value("optim", nlohmann::json::object());  // a named copy outlives the loop
+  for (const auto& [key, value] : optim.items()) check("optim", key);
+  check("parallel", "dp");
+  if (!changed.empty())
+    log_warn("resuming " + checkpoint_dir + " with changed settings (" + changed +
+             "): training continues, but not as the uninterrupted run would have");
+}
 
 // Test-only planted faults (tests/mpi/dp_*.sh; unset in real runs). At step TESSERA_TEST_FAULT_STEP
 // (default 2) the rank named by TESSERA_TEST_FAIL_RANK fails; TESSERA_TEST_HANG_RANK stops answering, as a
@@ -196,6 +220,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
     } else {
       auto st = load_training_checkpoint(latest->path, mc, store, &opt);
       if (st.ok()) state = st.value();
+      if (st.ok() && lead) warn_resume_changes(latest->path, run_json);
       else setup = st.status();
     }
     if (setup.ok()) setup = loader->restore(state.loader);

@@ -12,7 +12,8 @@ RUN=(train.batch_tokens=128 train.steps=12 train.eval_interval=4 --quiet)
 tiny_train A ds "${RUN[@]}" || fail "run A"
 tiny_train B ds "${RUN[@]}" --stop-after 6 || fail "run B, first part"
 [[ -d B/checkpoints/step_00000006 && ! -d B/checkpoints/step_00000012 ]] || fail "--stop-after 6 did not stop at 6"
-tiny_train B ds "${RUN[@]}" --resume || fail "run B, resumed part"
+tiny_train B ds "${RUN[@]}" --resume 2>B.resume.err || { cat B.resume.err >&2; fail "run B, resumed part"; }
+! grep -q "changed settings" B.resume.err || fail "resume with the same settings warned: $(cat B.resume.err)"
 # Three pieces: resume twice, the second time from a checkpoint that was itself resumed.
 tiny_train C ds "${RUN[@]}" --stop-after 3 || fail "run C, part 1"
 tiny_train C ds "${RUN[@]}" --resume --stop-after 5 || fail "run C, part 2"
@@ -54,6 +55,11 @@ cmp A.safetensors C.safetensors || fail "exported weights of A and C differ"
 if cmp -s A/checkpoints/step_00000012/shard_0.bin B/checkpoints/step_00000006/shard_0.bin; then
   fail "step 12 equals step 6"
 fi
+# Resuming with another seed works but says the run is no longer the uninterrupted one.
+cp -r B E && rm -r E/checkpoints/step_00000012
+tiny_train E ds "${RUN[@]}" train.seed=99 --resume 2>E.err || fail "resume with another seed"
+grep -q "changed settings (train.seed 1337 -> 99)" E.err || fail "no warning for the changed seed: $(cat E.err)"
+
 echo "steps 1..12 identical:"
 echo "$la" | sed -n '6,12p'
 echo PASS
