@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/file_io.h"
+#include "core/file_util.h"
 #include "checkpoint/format.h"
 #include "core/log.h"
 
@@ -36,7 +37,7 @@ bool is_tessera_file_name(const std::string& name) {
 }
 
 bool has_tessera_manifest(const fs::path& dir) {
-  auto text = read_text_file((dir / kManifestFile).string());
+  auto text = read_file((dir / kManifestFile).string());
   if (!text.ok()) return false;
   auto j = nlohmann::json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
   return j.is_object() && j.contains("format") && j["format"] == kFormatName;

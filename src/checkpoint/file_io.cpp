@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/file_util.h"
+
 namespace tessera::checkpoint {
 namespace {
 
@@ -37,17 +39,8 @@ DurableFile::~DurableFile() {
 }
 
 Status DurableFile::write(const void* data, size_t bytes) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd_, p, bytes);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return io_error(sys_error("cannot write", path_) + kWriteFix);
-    }
-    p += n;
-    bytes -= static_cast<size_t>(n);
-    bytes_ += n;
-  }
+  if (!write_fully(fd_, data, bytes)) return io_error(sys_error("cannot write", path_) + kWriteFix);
+  bytes_ += static_cast<int64_t>(bytes);
   return {};
 }
 
@@ -76,14 +69,9 @@ Status write_file_durable(const std::string& path, const std::string& text) {
 }
 
 Status fsync_dir(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return io_error(sys_error("cannot open directory", path) + kWriteFix);
-  int rc = ::fsync(fd);
-  int saved = errno;
-  ::close(fd);
-  errno = saved;
-  if (rc != 0) return io_error(sys_error("cannot fsync directory", path) + kWriteFix);
-  return {};
+  Status s = tessera::fsync_dir(path);
+  if (!s.ok()) return io_error(s.message() + kWriteFix);
+  return s;
 }
 
 Status rename_no_replace(const std::string& from, const std::string& to) {
@@ -101,13 +89,6 @@ Status rename_no_replace(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0)
     return io_error(sys_error("cannot rename '" + from + "' to", to) + kWriteFix);
   return {};
-}
-
-Result<std::string> read_text_file(const std::string& path) {
-  TS_ASSIGN_OR_RETURN(ReadOnlyFile f, ReadOnlyFile::open(path));
-  std::string text(static_cast<size_t>(f.size()), '\0');
-  TS_RETURN_IF_ERROR(f.read_at(0, text.size(), text.data()));
-  return text;
 }
 
 Result<ReadOnlyFile> ReadOnlyFile::open(const std::string& path) {

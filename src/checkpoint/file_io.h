@@ -34,12 +34,10 @@ class DurableFile {
 
 // Writes `text` to a new file at `path` and fsyncs it.
 Status write_file_durable(const std::string& path, const std::string& text);
-// fsync a directory, so that entries created or renamed in it survive a crash.
+// tessera::fsync_dir (core/file_util.h) with the checkpoint writer's advice on failure.
 Status fsync_dir(const std::string& path);
 // Renames a directory; fails (never replaces) when `to` exists.
 Status rename_no_replace(const std::string& from, const std::string& to);
-
-Result<std::string> read_text_file(const std::string& path);
 
 // A file opened read-only; loading a checkpoint never modifies it.
 class ReadOnlyFile {

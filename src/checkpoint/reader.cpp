@@ -9,6 +9,7 @@
 #include <set>
 
 #include "checkpoint/file_io.h"
+#include "core/file_util.h"
 
 namespace tessera::checkpoint {
 namespace fs = std::filesystem;
@@ -58,7 +59,7 @@ Result<CheckpointReader> open_checkpoint(const std::string& path) {
                         "checkpoint (find_latest_complete skips incomplete ones) or delete this directory");
   }
   const std::string manifest_path = (dir / kManifestFile).string();
-  auto text = read_text_file(manifest_path);
+  auto text = read_file(manifest_path);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::not_found)
       return not_found("checkpoint '" + path + "' has no " + std::string(kManifestFile) + kUseAnother);

@@ -8,8 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
+
+#include "core/file_util.h"
 
 namespace tessera {
 
@@ -99,18 +100,7 @@ Result<std::string> default_corpus_text() {
 
 Status write_default_corpus(const std::string& path) {
   TS_ASSIGN_OR_RETURN(std::string text, default_corpus_text());
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot create " + tmp);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) return io_error("writing " + tmp + " failed (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return io_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  return Status();
+  return write_file_atomic(path, text);
 }
 
 }  // namespace tessera

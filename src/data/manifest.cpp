@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/file_util.h"
 #include "data/token_shard.h"
 
 namespace tessera {
@@ -41,17 +42,7 @@ Status save_manifest(DatasetManifest& m, const std::string& dir) {
   j["sources"] = sources;
 
   const fs::path path = fs::path(dir) / kManifestFile;
-  const std::string tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return io_error("cannot create " + tmp + " (is " + dir + " writable?)");
-    out << j.dump(2) << "\n";
-    out.flush();
-    if (!out) return io_error("writing " + tmp + " failed (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return io_error("cannot rename " + tmp + " to " + path.string() + ": " + ec.message());
+  TS_RETURN_IF_ERROR(write_file_atomic(path.string(), j.dump(2) + "\n"));
   m.dir = dir;
   return Status();
 }

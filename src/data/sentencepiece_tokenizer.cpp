@@ -10,6 +10,8 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "core/file_util.h"
+
 namespace tessera {
 
 namespace fs = std::filesystem;
@@ -52,21 +54,6 @@ class FileLineIterator : public sentencepiece::SentenceIterator {
 
 // Smallest vocabulary that can hold the 256 byte-fallback pieces, unk/bos/eos and a few characters.
 constexpr int kMinVocab = 260;
-
-Status write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot create " + tmp + " (is the directory writable?)");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) return io_error("writing " + tmp + " failed (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return io_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  return Status();
-}
 
 }  // namespace
 

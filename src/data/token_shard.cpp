@@ -17,6 +17,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "core/file_util.h"
+
 namespace tessera {
 
 static_assert(std::endian::native == std::endian::little, "shards are little-endian; add byte swaps for this host");
@@ -24,21 +26,6 @@ static_assert(std::endian::native == std::endian::little, "shards are little-end
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
-
-// Writes all of buf, retrying short writes.
-bool write_all(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
 
 const char* kHowToMake = "token shards are made with `tessera prepare` (or llm.c's data scripts)";
 
@@ -65,19 +52,16 @@ Result<ShardWriteInfo> write_token_shard(const std::string& path, std::span<cons
                                 " does not fit a version-1 (uint16) shard: use version 2 for vocabularies > 65536");
   }
 
-  // Temp name in the same directory so rename() is atomic (same file system).
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create " + tmp + ": " + errno_text() + " (is the output directory writable?)");
+  TS_ASSIGN_OR_RETURN(AtomicFileWriter file, AtomicFileWriter::create(path));
 
   XXH64_state_t* st = XXH64_createState();
   XXH64_reset(st, 0);
   XXH64_update(st, header.data(), kShardHeaderBytes);
-  bool ok = write_all(fd, header.data(), kShardHeaderBytes);
+  Status written = file.write(header.data(), kShardHeaderBytes);
   // Converted in chunks so a large shard needs no second full-size buffer.
   constexpr size_t kChunk = 1 << 16;
   std::vector<unsigned char> body(kChunk * width);
-  for (size_t start = 0; ok && start < tokens.size(); start += kChunk) {
+  for (size_t start = 0; written.ok() && start < tokens.size(); start += kChunk) {
     const size_t n = std::min(kChunk, tokens.size() - start);
     if (width == 2) {
       for (size_t i = 0; i < n; ++i) {
@@ -88,7 +72,7 @@ Result<ShardWriteInfo> write_token_shard(const std::string& path, std::span<cons
       std::memcpy(body.data(), tokens.data() + start, n * 4);
     }
     XXH64_update(st, body.data(), n * width);
-    ok = write_all(fd, body.data(), n * width);
+    written = file.write(body.data(), n * width);
   }
   ShardWriteInfo info;
   info.tokens = tokens.size();
@@ -96,21 +80,8 @@ Result<ShardWriteInfo> write_token_shard(const std::string& path, std::span<cons
   info.xxh64 = XXH64_digest(st);
   XXH64_freeState(st);
 
-  if (ok) ok = ::fsync(fd) == 0;
-  std::string err = ok ? "" : errno_text();
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    err = errno_text();
-  }
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    return io_error("writing token shard " + path + " failed: " + err + " (disk full?)");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno_text();
-    ::unlink(tmp.c_str());
-    return io_error("cannot rename " + tmp + " to " + path + ": " + err);
-  }
+  TS_RETURN_IF_ERROR(written);
+  TS_RETURN_IF_ERROR(file.commit());
   return info;
 }
 

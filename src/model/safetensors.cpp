@@ -1,21 +1,16 @@
 // safetensors reading with full validation of untrusted headers, and atomic f32 writing.
 #include "model/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/file_util.h"
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
@@ -52,24 +47,6 @@ T load(const uint8_t* p) {  // unaligned little-endian load
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
-}
-
-Status errno_status(const std::string& what, const std::string& path) {
-  return io_error(what + " " + squote(path) + ": " + std::strerror(errno));
-}
-
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 // Validates one header entry and fills `out`; the returned message (empty when fine) says what
@@ -266,16 +243,10 @@ Result<SafetensorsFile> parse_safetensors(std::vector<uint8_t> bytes, std::strin
 }
 
 Result<SafetensorsFile> open_safetensors(const std::string& path) {
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return io_error("cannot open safetensors file " + squote(path) + ": " + ec.message());
-  std::vector<uint8_t> bytes(size);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errno_status("cannot open safetensors file", path);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-    return io_error("short read of safetensors file " + squote(path) + " (expected " + std::to_string(size) +
-                    " bytes)");
-  return parse_safetensors(std::move(bytes), path);
+  auto bytes = read_file_bytes(path);
+  // Any failure to get the bytes (a missing file included) is an I/O problem for the caller.
+  if (!bytes.ok()) return io_error("cannot read safetensors file: " + bytes.status().message());
+  return parse_safetensors(std::move(bytes).value(), path);
 }
 
 Status write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
@@ -301,40 +272,11 @@ Status write_safetensors(const std::string& path, const std::vector<TensorRef>& 
   text.resize((text.size() + 7) / 8 * 8, ' ');  // the format pads the header to 8-byte alignment
   const uint64_t n = text.size();
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_status("cannot create", tmp);
-  bool ok = write_all(fd, &n, 8) && write_all(fd, text.data(), text.size());
-  for (const auto& t : tensors) {
-    if (!ok) break;
-    ok = write_all(fd, t.data, static_cast<size_t>(shape_numel(t.shape)) * 4);
-  }
-  if (ok) ok = ::fsync(fd) == 0;
-  if (!ok) {
-    Status s = errno_status("cannot write", tmp);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  if (::close(fd) != 0) {
-    Status s = errno_status("cannot close", tmp);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = errno_status("cannot rename " + squote(tmp) + " to", path);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  // Make the rename itself durable.
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::ok_status();
+  TS_ASSIGN_OR_RETURN(AtomicFileWriter file, AtomicFileWriter::create(path));
+  TS_RETURN_IF_ERROR(file.write(&n, 8));
+  TS_RETURN_IF_ERROR(file.write(text.data(), text.size()));
+  for (const auto& t : tensors) TS_RETURN_IF_ERROR(file.write(t.data, static_cast<size_t>(shape_numel(t.shape)) * 4));
+  return file.commit();
 }
 
 Status write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
