@@ -1,10 +1,8 @@
-// Helpers for the checkpoint tests: a scratch run directory removed afterwards, and one-call
+// Helpers for the checkpoint tests: a scratch run directory removed afterwards (../test_util.h), and one-call
 // saves that go through the same write_shard / write_manifest / finalize steps a trainer uses.
 #pragma once
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -14,30 +12,11 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/writer.h"
+#include "../test_util.h"
 
 namespace tessera::checkpoint::testing {
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("tessera_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-             (info ? info->name() : "x"));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::filesystem::path path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using ScratchDir = tessera::testing::TempDir;
 
 inline std::vector<float> iota_floats(int64_t n, float start) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -60,14 +39,7 @@ inline Status save_single(const std::string& run_dir, int64_t step,
   return finalize(target);
 }
 
-inline std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-inline void spit(const std::filesystem::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << s;
-}
+inline std::string slurp(const std::filesystem::path& p) { return tessera::testing::read_file(p); }
+inline void spit(const std::filesystem::path& p, const std::string& s) { tessera::testing::write_file(p, s); }
 
 }  // namespace tessera::checkpoint::testing

@@ -1,43 +1,11 @@
-// Helpers for the data tests: a self-removing temporary directory and small file utilities.
+// Helpers for the data tests: the shared TempDir and file helpers (../test_util.h) and a generated corpus.
 #pragma once
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <cstdint>
 #include <string>
 
+#include "../test_util.h"
+
 namespace tessera::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tessera_data_XXXXXX").string();
-    char* p = ::mkdtemp(tmpl.data());
-    if (!p) std::abort();
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Deterministic English-like text of about `bytes` bytes, one sentence per line, from a small
 // word list (a small alphabet keeps a tiny SentencePiece vocabulary trainable).

@@ -3,10 +3,11 @@
 #include "model/hf_weights.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+
+#include "../test_util.h"
 
 namespace tessera {
 namespace {
@@ -15,14 +16,7 @@ namespace fs = std::filesystem;
 
 class HfWeightsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tessera_hf_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
   static ModelConfig preset(const char* name) {
     auto c = model_preset(name);
@@ -36,7 +30,7 @@ class HfWeightsTest : public ::testing::Test {
     return ts.front();
   }
 
-  fs::path dir_;
+  testing::TempDir dir_{"hf"};
 };
 
 void expect_same_buffer(const ParamStore& a, const ParamStore& b) {

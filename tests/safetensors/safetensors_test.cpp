@@ -3,12 +3,13 @@
 #include "model/safetensors.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include "../test_util.h"
 
 namespace tessera {
 namespace {
@@ -17,15 +18,7 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tessera_st_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
   // Writes raw bytes: the 8-byte length (`header_len` or the real one), the header, then `data`.
   std::string write_raw(const std::string& name, const std::string& header, const std::vector<uint8_t>& data,
@@ -49,7 +42,7 @@ class SafetensorsTest : public ::testing::Test {
     EXPECT_NE(f.status().message().find(p), std::string::npos) << "message does not name the file";
   }
 
-  fs::path dir_;
+  testing::TempDir dir_{"st"};
 };
 
 std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
@@ -101,7 +94,7 @@ TEST_F(SafetensorsTest, WriteReplacesAtomicallyAndLeavesNoTempFile) {
   EXPECT_FALSE(f->has("a"));
   EXPECT_EQ(*f->read_f32("b"), b);
   int files = 0;
-  for (auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  for (auto& e : fs::directory_iterator(dir_.path())) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
 }
 
