@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/cpu_util.h"
+
 namespace tessera::ops::attn {
 
 // Queries and keys are processed in blocks of this many rows. 64 floats = four AVX-512 vectors, and
@@ -23,30 +25,15 @@ void gemm_bcast(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, in
 void gemm_bcast_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak,
                           const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
 
-// exp(x) in float, branch-free so that loops over it vectorise (std::exp does not without
-// -ffast-math). Cephes' expf polynomial after Cody-Waite range reduction: within ~2 ulp of expf.
-// Returns exactly 0 below -87.3 (no denormals), which also maps -inf (masked scores) to 0.
-// n = round(x / ln2) comes from the 1.5 * 2^23 shifter rather than floor() and a float->int
-// conversion, which GCC refuses to vectorise under the default -ftrapping-math.
+// exp(x) for softmax arguments (scores minus their running max or log-sum-exp, so x <= 0):
+// detail::exp_vec's core with one exponent multiply and the +inf/NaN selects left out, which the
+// attention inner loops notice. Within ~2 ulp of expf up to x = 88; returns exactly 0 below -87.3
+// (no denormals), which also maps -inf (masked scores) to 0.
 inline float fast_exp(float x) {
   float xc = x > -87.3f ? x : -87.3f;  // ternaries, not fmin/fmax: they map to vmaxps/vminps
-  xc = xc < 88.0f ? xc : 88.0f;
-  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float shifted = xc * 1.44269504088896341f + kShifter;
-  const float n = shifted - kShifter;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // The low mantissa bits of `shifted` hold n (two's complement around the shifter's bits).
-  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kShifter);
-  const float two_n = std::bit_cast<float>((ni + 127) << 23);
-  return x < -87.3f ? 0.0f : p * two_n;
+  xc = xc < 88.0f ? xc : 88.0f;        // keeps n <= 127, so 2^n is one normal float
+  const detail::ExpParts e = detail::exp_parts(xc);
+  return x < -87.3f ? 0.0f : e.er * std::bit_cast<float>((e.n + 127) << 23);
 }
 
 // Per-thread scratch: one growing buffer carved into 64-byte aligned arrays. It only grows, so after

@@ -1,5 +1,5 @@
 // Internal helpers for the CPU kernels: fixed-lane reductions and column chunking (so every reduction
-// has one summation order, whatever the thread count and alignment), and a vectorisable expf.
+// has one summation order, whatever the thread count and alignment), and the vectorisable expf core.
 #pragma once
 #include <algorithm>
 #include <bit>
@@ -43,16 +43,19 @@ inline float lane_max(int64_t n, F&& f) {
   return m;
 }
 
-// expf that vectorises: glibc's expf is a scalar call unless built with -ffast-math, which made
-// GELU/SwiGLU/softmax 5-10x slower than the memory traffic allows. Cephes-style: x = n ln2 + r with
-// a two-part ln2, a degree-6 polynomial for e^r on |r| <= ln2/2, and 2^n built in the exponent
-// bits. Max relative error about 2e-7 (tested against double exp). Below -87.3 (where 2^n would be
-// subnormal) it returns 0; above 88.7 +inf; NaN stays NaN.
-inline float exp_vec(float x) {
-  const float xc = std::min(std::max(x, -87.3f), 88.7f);
-  // n = round(x / ln2) by adding 1.5 * 2^23 (floorf would not vectorise without -fno-trapping-math).
-  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
-  const float n = shifted - 12582912.0f;
+// The exp kernels' shared core (Cephes expf): for xc already clamped to [-87.3, 88.7], splits
+// xc = n ln2 + r with a two-part ln2 (|r| <= ln2/2) and returns e^r from a degree-6 polynomial
+// together with n, so that e^xc = er * 2^n. n = round(xc / ln2) comes from adding 1.5 * 2^23 and
+// reading the integer back from the low mantissa bits: floorf and a float->int conversion would
+// not vectorise under the default -ftrapping-math.
+struct ExpParts {
+  float er;
+  int32_t n;
+};
+inline ExpParts exp_parts(float xc) {
+  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float shifted = xc * 1.44269504088896341f + kShifter;
+  const float n = shifted - kShifter;
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -60,10 +63,20 @@ inline float exp_vec(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
+  return {p * r * r + r + 1.0f, std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kShifter)};
+}
+
+// expf that vectorises: glibc's expf is a scalar call unless built with -ffast-math, which made
+// GELU/SwiGLU/softmax 5-10x slower than the memory traffic allows. Max relative error about 2e-7
+// (tested against double exp). Below -87.3 (where 2^n would be subnormal) it returns 0, so -inf
+// gives 0; above 88.7 +inf; NaN stays NaN. (attn::fast_exp is the cheaper variant for arguments
+// that are at most 0.)
+inline float exp_vec(float x) {
+  const float xc = std::min(std::max(x, -87.3f), 88.7f);
+  const ExpParts e = exp_parts(xc);
   // 2^n as two normal halves: n reaches 128 near the top of the range, one past float's exponent.
-  const int32_t ni = static_cast<int32_t>(n), h = ni >> 1;
-  float y = er * std::bit_cast<float>((h + 127) << 23) * std::bit_cast<float>((ni - h + 127) << 23);
+  const int32_t h = e.n >> 1;
+  float y = e.er * std::bit_cast<float>((h + 127) << 23) * std::bit_cast<float>((e.n - h + 127) << 23);
   y = x < -87.3f ? 0.0f : y;
   y = x > 88.7f ? __builtin_inff() : y;
   return x != x ? x : y;
