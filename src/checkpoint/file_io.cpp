@@ -92,18 +92,10 @@ Status rename_no_replace(const std::string& from, const std::string& to) {
 }
 
 Result<ReadOnlyFile> ReadOnlyFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return not_found("missing file '" + path + "'");
-    return io_error(sys_error("cannot open", path) + "; check read permission");
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    std::string msg = sys_error("cannot stat", path);
-    ::close(fd);
-    return io_error(msg);
-  }
-  return ReadOnlyFile(path, fd, static_cast<int64_t>(st.st_size));
+  int fd = -1;
+  int64_t size = 0;
+  TS_RETURN_IF_ERROR(open_read_only(path, &fd, &size));
+  return ReadOnlyFile(path, fd, size);
 }
 
 ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) {

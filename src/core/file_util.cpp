@@ -20,18 +20,10 @@ std::string sys_error(const std::string& what, const std::string& path) {
 // Reads all of `path` into a byte container (std::string or std::vector<uint8_t>).
 template <typename Bytes>
 Result<Bytes> read_whole(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return not_found("missing file '" + path + "'");
-    return io_error(sys_error("cannot open", path) + "; check read permission");
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    std::string msg = sys_error("cannot stat", path);
-    ::close(fd);
-    return io_error(msg);
-  }
-  Bytes bytes(static_cast<size_t>(st.st_size), 0);
+  int fd = -1;
+  int64_t size = 0;
+  TS_RETURN_IF_ERROR(open_read_only(path, &fd, &size));
+  Bytes bytes(static_cast<size_t>(size), 0);
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::read(fd, reinterpret_cast<char*>(bytes.data()) + done, bytes.size() - done);
@@ -50,6 +42,23 @@ Result<Bytes> read_whole(const std::string& path) {
 }
 
 }  // namespace
+
+Status open_read_only(const std::string& path, int* fd, int64_t* size) {
+  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) {
+    if (errno == ENOENT) return not_found("missing file '" + path + "'");
+    return io_error(sys_error("cannot open", path) + "; check read permission");
+  }
+  struct stat st;
+  if (::fstat(*fd, &st) != 0) {
+    std::string msg = sys_error("cannot stat", path);
+    ::close(*fd);
+    *fd = -1;
+    return io_error(msg);
+  }
+  *size = static_cast<int64_t>(st.st_size);
+  return {};
+}
 
 bool write_fully(int fd, const void* data, size_t bytes) {
   const char* p = static_cast<const char*>(data);

@@ -14,6 +14,10 @@ namespace tessera {
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR. False (errno set) on failure.
 bool write_fully(int fd, const void* data, size_t bytes);
 
+// Opens `path` read-only and reports its size; the caller closes *fd. A missing file is
+// not_found, other failures io_error.
+Status open_read_only(const std::string& path, int* fd, int64_t* size);
+
 // fsync a directory, so that entries created or renamed in it survive a crash.
 Status fsync_dir(const std::string& dir);
 
