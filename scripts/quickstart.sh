@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The default job: install what is missing, build, prepare the King James Bible (Debian's bible-kjv,
-# no download) with the byte-level tokenizer, train the default model, and print sampled text.
+# no download) with a 4096-piece BPE tokenizer, train the default model, and print sampled text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
 T=build/src/cli/tessera
-if [[ ! -f data/kjv/manifest.json ]]; then
-  $T prepare --kjv --tokenizer byte --out data/kjv
+if [[ ! -f data/kjv-bpe/manifest.json ]]; then
+  $T prepare --kjv --tokenizer bpe --vocab-size 4096 --out data/kjv-bpe
 fi
 # A fresh run directory each time, so re-running never touches an earlier run.
 RUN=runs/kjv-$(date +%Y%m%d-%H%M%S)
 $T train --config configs/default.toml train.out_dir="$RUN" "$@"
 echo "--- samples from $RUN ---"
 for seed in 1 2 3; do
-  $T sample --run "$RUN" --prompt "And God said" --tokens 200 --temperature 0.8 --top-k 40 --seed $seed
+  $T sample --run "$RUN" --prompt "And God said" --tokens 120 --temperature 0.8 --top-k 40 --seed $seed
   echo
 done

@@ -40,6 +40,7 @@ Runner add_eval(CLI::App& app) {
     const int64_t T = a->seq > 0 ? a->seq : lm->config.max_seq_len;
     if (T > lm->config.max_seq_len) return fail("--seq exceeds the model's max_seq_len");
     std::string what;
+    double bytes_per_token = 0;  // known for a prepared dataset
     Result<EvalLoader> loader = invalid_argument("no data");
     if (!a->shard.empty()) {
       what = a->shard;
@@ -53,6 +54,7 @@ Runner add_eval(CLI::App& app) {
         return fail("dataset vocabulary " + std::to_string(m->vocab_size) + " exceeds the model's " +
                     std::to_string(lm->config.vocab_size) + ": evaluate on data made with the model's tokenizer");
       what = data + "/" + a->split;
+      bytes_per_token = m->bytes_per_token();
       loader = EvalLoader::open(m.value(), a->split, static_cast<int>(a->batch), static_cast<int>(T));
     }
     if (!loader.ok()) return fail(loader.status().message());
@@ -74,6 +76,9 @@ Runner add_eval(CLI::App& app) {
     std::printf("%s on %s: loss %.4f nats/token, perplexity %.3f (%lld batches of %lldx%lld)\n",
                 lm->source.c_str(), what.c_str(), loss, std::exp(loss), (long long)n,
                 (long long)a->batch, (long long)T);
+    if (bytes_per_token > 0)
+      std::printf("  = %.4f nats/byte (the dataset averages %.3f bytes of text per token)\n", loss / bytes_per_token,
+                  bytes_per_token);
     return 0;
   };
 }

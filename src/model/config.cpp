@@ -81,13 +81,14 @@ Result<ModelConfig> model_preset(std::string_view name) {
   if (name == "bench-small") return gpt2_like("bench-small", 8192, 512, 6, 6, 384);
   if (name == "bench-tiny") return gpt2_like("bench-tiny", 256, 256, 4, 4, 256);
   if (name == "kjv-byte") return gpt2_like("kjv-byte", 256, 256, 4, 4, 256);
+  if (name == "kjv-bpe") return gpt2_like("kjv-bpe", 4096, 256, 4, 4, 256);
   std::string list;
   for (auto& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
   return invalid_argument("unknown model preset '" + std::string(name) + "'; available: " + list);
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-llama", "gpt2", "gpt2-medium", "llama-small", "bench-small", "bench-tiny", "kjv-byte"};
+  return {"tiny", "tiny-llama", "gpt2", "gpt2-medium", "llama-small", "bench-small", "bench-tiny", "kjv-byte", "kjv-bpe"};
 }
 
 }  // namespace tessera

@@ -50,7 +50,8 @@ double measure_sgemm_peak_gflops() {
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   ops::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  // Best of several: a single timing is easily disturbed by whatever else runs at start-up.
+  for (int rep = 0; rep < 8; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     ops::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -151,6 +152,8 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
 
   const int threads = choose_threads(cfg.train.threads);
   omp_set_num_threads(threads);
+  // Measured before the loader's prefetch thread exists, so nothing competes with it.
+  const double peak_gflops = measure_sgemm_peak_gflops();
   const ModelConfig& mc = cfg.model;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len, accum = cfg.train.grad_accum;
   const int dp_rank = grid.coord().dp, dp_size = grid.shape().dp;
@@ -236,7 +239,6 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
     std::FILE* f = std::fopen((out_dir + "/config.toml").c_str(), "w");
     if (f) { std::fputs(cfg.to_toml().c_str(), f); std::fclose(f); }
   }
-  const double peak_gflops = measure_sgemm_peak_gflops();
   if (lead && !opts.quiet) {
     std::printf("tessera: %s (%s, %.2fM parameters), %d rank(s) x %d thread(s), global batch %lld tokens "
                 "(%lld x %lld x %lld accum x %d dp), steps %lld%s\n",
@@ -354,10 +356,11 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
       TS_ASSIGN_OR_RETURN(double val, evaluate());
       summary.final_val_loss = val;
       if (lead) {
-        TS_RETURN_IF_ERROR(metrics->log_eval(state.step, val));
+        const double per_byte = val / manifest.bytes_per_token();
+        TS_RETURN_IF_ERROR(metrics->log_eval(state.step, val, {{"val_loss_per_byte", per_byte}}));
         if (!opts.quiet) {
-          std::printf("%sstep %lld: val loss %.4f (perplexity %.2f)\n", isatty(1) ? "\r\033[K" : "",
-                      (long long)state.step, val, std::exp(val));
+          std::printf("%sstep %lld: val loss %.4f (perplexity %.2f, %.4f nats/byte)\n", isatty(1) ? "\r\033[K" : "",
+                      (long long)state.step, val, std::exp(val), per_byte);
           std::fflush(stdout);
         }
       }
