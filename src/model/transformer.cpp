@@ -172,12 +172,19 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 }  // namespace
 
+Transformer::Dims Transformer::dims() const {
+  const ModelConfig& c = cfg_;
+  const bool llama = c.arch == Arch::llama;
+  return {B_, T_, B_ * T_, c.d_model, c.qkv_width(), c.d_ff, llama ? 2 * c.d_ff : c.d_ff,
+          c.n_head, c.n_kv_head, c.head_size(), llama};
+}
+
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   const ModelConfig& c = cfg_;
-  const int64_t B = B_, T = T_, N = B * T, C = c.d_model, Q = c.qkv_width(), F = c.d_ff;
-  const int64_t NH = c.n_head, NKV = c.n_kv_head, HS = c.head_size();
-  const bool llama = c.arch == Arch::llama;
-  const int64_t FC = llama ? 2 * F : F;
+  const Dims d = dims();
+  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, F = d.F, FC = d.FC;
+  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS;
+  const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
   OpProfile& prof = profile_;
@@ -243,10 +250,10 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
 
 void Transformer::backward(float loss_scale) {
   const ModelConfig& c = cfg_;
-  const int64_t B = B_, T = T_, N = B * T, C = c.d_model, Q = c.qkv_width(), F = c.d_ff;
-  const int64_t NH = c.n_head, NKV = c.n_kv_head, HS = c.head_size();
-  const bool llama = c.arch == Arch::llama;
-  const int64_t FC = llama ? 2 * F : F;
+  const Dims d = dims();
+  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, F = d.F, FC = d.FC;
+  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS;
+  const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
   OpProfile& prof = profile_;

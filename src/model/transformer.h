@@ -59,6 +59,12 @@ class Transformer {
  private:
   struct Acts;
   struct Weights;  // resolved pointers into the store: no name look-ups in the step
+  // Sizes of one micro-batch: N = B*T rows, Q = qkv width, FC = fc output width (F, or 2F for SwiGLU).
+  struct Dims {
+    int64_t B, T, N, C, Q, F, FC, NH, NKV, HS;
+    bool llama;
+  };
+  Dims dims() const;
   ModelConfig cfg_;
   ParamStore& store_;
   int64_t B_, T_;
