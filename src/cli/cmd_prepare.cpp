@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "data/corpus.h"
+#include "data/import_shards.h"
 #include "data/prepare.h"
 
 namespace tessera::cli {
@@ -18,6 +19,7 @@ struct PrepareArgs {
   double val_fraction = 0.01;
   int64_t shard_tokens = 10'000'000;
   bool kjv = false, overwrite = false;
+  std::vector<std::string> import_train, import_val;
 };
 
 void draw_bar(const PrepareProgress& p) {
@@ -33,7 +35,22 @@ void draw_bar(const PrepareProgress& p) {
   if (p.phase == "done" && tty) std::fprintf(stderr, "\n");
 }
 
+int run_import(const PrepareArgs& a) {
+  ImportShardsOptions o;
+  o.train_shards = a.import_train;
+  o.val_shards = a.import_val;
+  o.output_dir = a.out;
+  o.vocab_size = static_cast<uint32_t>(a.vocab_size);
+  o.overwrite = a.overwrite;
+  auto m = import_shards(o);
+  if (!m.ok()) return fail(m.status().message());
+  std::printf("imported into %s: %llu train tokens, %llu val tokens (vocab %u, no tokenizer)\n", a.out.c_str(),
+              (unsigned long long)m->train_tokens, (unsigned long long)m->val_tokens, m->vocab_size);
+  return 0;
+}
+
 int run_prepare(const PrepareArgs& a) {
+  if (!a.import_train.empty()) return run_import(a);
   PrepareOptions o;
   o.inputs = a.inputs;
   o.output_dir = a.out;
@@ -79,6 +96,10 @@ Runner add_prepare(CLI::App& app) {
   c->add_option("--val-fraction", a->val_fraction, "Share of the input kept for validation")->capture_default_str();
   c->add_option("--shard-tokens", a->shard_tokens, "Tokens per shard file")->capture_default_str()
       ->check(CLI::Range(1, 2147483647));
+  c->add_option("--import-train", a->import_train,
+                 "Instead of text: token shards tokenized elsewhere (e.g. llm.c's GPT-2 .bin files) for training; "
+                 "with --vocab-size of their tokenizer");
+  c->add_option("--import-val", a->import_val, "Token shards for validation (with --import-train)");
   c->add_flag("--overwrite", a->overwrite, "Replace a dataset already in --out (only prepare's own files)");
   return [a] { return run_prepare(*a); };
 }

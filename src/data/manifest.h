@@ -45,10 +45,12 @@ struct DatasetManifest {
   // Full paths of one split's shards, in manifest order.
   std::vector<std::string> shard_paths(const std::string& split) const;
   std::string tokenizer_model_path() const;  // full path, empty for byte
-  // Mean bytes of source text per token (1 for the byte tokenizer), to express losses per byte.
+  // Mean bytes of source text per token (1 for the byte tokenizer), to express losses per byte;
+  // 0 when unknown (imported shards).
   double bytes_per_token() const {
     const uint64_t tokens = train_tokens + val_tokens;
-    return tokens ? static_cast<double>(source_bytes) / static_cast<double>(tokens) : 1.0;
+    return tokens && source_bytes && tokenizer_kind != "external"
+               ? static_cast<double>(source_bytes) / static_cast<double>(tokens) : 0.0;
   }
 };
 

@@ -14,6 +14,9 @@ Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& kind, const
     TS_ASSIGN_OR_RETURN(auto sp, SentencePieceTokenizer::load(model_path, kind));
     return std::unique_ptr<Tokenizer>(std::move(sp));
   }
+  if (kind == "external")
+    return invalid_argument("this dataset was imported from shards tokenized outside Tessera, which has no "
+                            "tokenizer for them: pass --data with a dataset made by `tessera prepare`");
   return invalid_argument("unknown tokenizer kind '" + kind + "': use byte, bpe, unigram or sentencepiece");
 }
 

@@ -335,10 +335,14 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
       TS_ASSIGN_OR_RETURN(double val, evaluate());
       summary.final_val_loss = val;
       if (lead) {
-        const double per_byte = val / manifest.bytes_per_token();
-        TS_RETURN_IF_ERROR(metrics->log_eval(state.step, val, {{"val_loss_per_byte", per_byte}}));
+        const double bpt = manifest.bytes_per_token();
+        nlohmann::json extra = nlohmann::json::object();
+        if (bpt > 0) extra["val_loss_per_byte"] = val / bpt;
+        TS_RETURN_IF_ERROR(metrics->log_eval(state.step, val, extra));
         if (!opts.quiet) {
-          std::printf("%sstep %lld: val loss %.4f (perplexity %.2f, %.4f nats/byte)\n", isatty(1) ? "\r\033[K" : "",
+          char per_byte[48] = "";
+          if (bpt > 0) std::snprintf(per_byte, sizeof per_byte, ", %.4f nats/byte", val / bpt);
+          std::printf("%sstep %lld: val loss %.4f (perplexity %.2f%s)\n", isatty(1) ? "\r\033[K" : "",
                       (long long)state.step, val, std::exp(val), per_byte);
           std::fflush(stdout);
         }
