@@ -459,35 +459,6 @@ Status resolve_optim(const Reader& r, RunConfig& cfg) {
   return Status::ok_status();
 }
 
-// TOML text for values: shortest round-trip decimal forms, so 3e-4f prints as 0.0003.
-std::string toml_float(float v) {
-  char buf[64];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, p);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-std::string toml_double(double v) {
-  char buf[64];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, p);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-std::string toml_string(const std::string& v) {
-  std::string out = "\"";
-  for (unsigned char c : v) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c < 0x20 || c == 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else out += static_cast<char>(c);
-  }
-  return out + "\"";
-}
-const char* toml_bool(bool b) { return b ? "true" : "false"; }
-
 }  // namespace
 
 Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector<std::string>& overrides,
@@ -522,87 +493,5 @@ Result<RunConfig> load_run_config(const std::string& path, const std::vector<std
   if (f.bad()) return io_error("error reading run config '" + path + "'");
   return parse_run_config(ss.str(), overrides, path);
 }
-
-std::string RunConfig::to_toml() const {
-  const ModelConfig& m = model;
-  std::ostringstream s;
-  s << "# Resolved run configuration (every key explicit; grad_accum = " << train.grad_accum << ").\n";
-  s << "[model]\n"
-    << "preset = " << toml_string(model_preset) << "\n"
-    << "arch = " << toml_string(std::string(arch_name(m.arch))) << "\n"
-    << "vocab_size = " << m.vocab_size << "\n"
-    << "max_seq_len = " << m.max_seq_len << "\n"
-    << "n_layer = " << m.n_layer << "\n"
-    << "n_head = " << m.n_head << "\n"
-    << "n_kv_head = " << m.n_kv_head << "\n"
-    << "d_model = " << m.d_model << "\n"
-    << "d_ff = " << m.d_ff << "\n"
-    << "norm_eps = " << toml_float(m.norm_eps) << "\n"
-    << "rope_theta = " << toml_float(m.rope_theta) << "\n"
-    << "tied_embeddings = " << toml_bool(m.tied_embeddings) << "\n"
-    << "init_weights = " << toml_string(init_weights) << "\n\n";
-  s << "[data]\n"
-    << "dir = " << toml_string(data.dir) << "\n"
-    << "seq_len = " << data.seq_len << "\n\n";
-  s << "[train]\n"
-    << "steps = " << train.steps << "\n"
-    << "batch_tokens = " << train.batch_tokens << "\n"
-    << "micro_batch = " << train.micro_batch << "\n"
-    << "seed = " << train.seed << "\n"
-    << "threads = " << train.threads << "\n"
-    << "eval_interval = " << train.eval_interval << "\n"
-    << "eval_batches = " << train.eval_batches << "\n"
-    << "log_interval = " << train.log_interval << "\n"
-    << "checkpoint_interval = " << train.checkpoint_interval << "\n"
-    << "keep_checkpoints = " << train.keep_checkpoints << "\n"
-    << "out_dir = " << toml_string(train.out_dir) << "\n"
-    << "timeout_s = " << toml_double(train.timeout_s) << "\n\n";
-  s << "[optim]\n"
-    << "lr = " << toml_float(optim.lr) << "\n"
-    << "min_lr = " << toml_float(optim.min_lr) << "\n"
-    << "warmup_steps = " << optim.warmup_steps << "\n"
-    << "schedule = " << toml_string(std::string(lr_schedule_name(optim.schedule))) << "\n"
-    << "beta1 = " << toml_float(optim.beta1) << "\n"
-    << "beta2 = " << toml_float(optim.beta2) << "\n"
-    << "eps = " << toml_float(optim.eps) << "\n"
-    << "weight_decay = " << toml_float(optim.weight_decay) << "\n"
-    << "decay_norms_and_biases = " << toml_bool(optim.decay_norms_and_biases) << "\n"
-    << "decay_embeddings = " << toml_bool(optim.decay_embeddings) << "\n"
-    << "grad_clip = " << toml_float(optim.grad_clip) << "\n\n";
-  s << "[parallel]\n"
-    << "dp = " << parallel.dp << "\n"
-    << "pp = " << parallel.pp << "\n"
-    << "tp = " << parallel.tp << "\n"
-    << "bucket_mb = " << toml_double(parallel.bucket_mb) << "\n";
-  return s.str();
-}
-
-nlohmann::json to_json(const RunConfig& c) {
-  const ModelConfig& m = c.model;
-  nlohmann::json j;
-  j["model"] = {{"preset", c.model_preset}, {"name", m.name}, {"arch", std::string(arch_name(m.arch))},
-                {"vocab_size", m.vocab_size}, {"max_seq_len", m.max_seq_len}, {"n_layer", m.n_layer},
-                {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"d_model", m.d_model}, {"d_ff", m.d_ff},
-                {"norm_eps", m.norm_eps}, {"rope_theta", m.rope_theta}, {"tied_embeddings", m.tied_embeddings},
-                {"init_weights", c.init_weights}, {"num_parameters", m.num_parameters()}};
-  j["data"] = {{"dir", c.data.dir}, {"seq_len", c.data.seq_len}};
-  const TrainConfig& t = c.train;
-  j["train"] = {{"steps", t.steps}, {"batch_tokens", t.batch_tokens}, {"micro_batch", t.micro_batch},
-                {"grad_accum", t.grad_accum}, {"seed", t.seed}, {"threads", t.threads},
-                {"eval_interval", t.eval_interval}, {"eval_batches", t.eval_batches},
-                {"log_interval", t.log_interval}, {"checkpoint_interval", t.checkpoint_interval},
-                {"keep_checkpoints", t.keep_checkpoints}, {"out_dir", t.out_dir}, {"timeout_s", t.timeout_s}};
-  const OptimConfig& o = c.optim;
-  j["optim"] = {{"lr", o.lr}, {"min_lr", o.min_lr}, {"warmup_steps", o.warmup_steps},
-                {"schedule", std::string(lr_schedule_name(o.schedule))}, {"beta1", o.beta1}, {"beta2", o.beta2},
-                {"eps", o.eps}, {"weight_decay", o.weight_decay},
-                {"decay_norms_and_biases", o.decay_norms_and_biases}, {"decay_embeddings", o.decay_embeddings},
-                {"grad_clip", o.grad_clip}};
-  j["parallel"] = {{"dp", c.parallel.dp}, {"pp", c.parallel.pp}, {"tp", c.parallel.tp},
-                   {"bucket_mb", c.parallel.bucket_mb}};
-  return j;
-}
-
-bool RunConfig::operator==(const RunConfig& other) const { return to_json(*this) == to_json(other); }
 
 }  // namespace tessera

@@ -6,13 +6,11 @@
 #include "comm/communicator.h"
 #include "data/loader.h"
 #include "model/config.h"
+#include "model/config_json.h"
 #include "model/param_layout.h"
 #include "optim/adamw.h"
 
 namespace tessera {
-
-nlohmann::json model_config_json(const ModelConfig& cfg);
-Result<ModelConfig> model_config_from_json(const nlohmann::json& j);
 
 struct TrainingState {
   int64_t step = 0;             // steps completed
