@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops.h"
+#include "backend/sgemm_peak.h"
 #include "core/memory.h"
 #include "core/rng.h"
 #include "model/config.h"
@@ -26,20 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Best-of-3 sgemm GFLOP/s at a large square shape: the practical peak for this thread count.
-static double measure_sgemm_peak() {
-  const int64_t n = 2048;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.f);
-  ops::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);  // warm-up
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = Clock::now();
-    ops::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    best = std::max(best, 2.0 * n * n * n / seconds_since(t0) / 1e9);
-  }
-  return best;
 }
 
 int main(int argc, char** argv) {
@@ -62,7 +48,8 @@ int main(int argc, char** argv) {
   ModelConfig cfg = cfg_or.value();
   cfg.max_seq_len = std::max(cfg.max_seq_len, T);
 
-  const double peak = measure_sgemm_peak();
+  // A large square sgemm: the practical peak for this thread count.
+  const double peak = ops::measure_sgemm_peak_gflops(2048, 3);
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 1234);
   Transformer net(cfg, store, B, T);

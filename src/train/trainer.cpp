@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "backend/ops.h"
+#include "backend/sgemm_peak.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/reader.h"
 #include "comm/agreement.h"
@@ -43,22 +43,6 @@ int choose_threads(int configured) {
   if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local_ranks = std::max(1, std::atoi(s));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / local_ranks);
-}
-
-// sgemm GFLOP/s on this rank's threads: the peak that MFU is measured against.
-double measure_sgemm_peak_gflops() {
-  const int64_t n = 1024;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  ops::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-  double best = 0;
-  // Best of several: a single timing is easily disturbed by whatever else runs at start-up.
-  for (int rep = 0; rep < 8; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    ops::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * n / dt / 1e9);
-  }
-  return best;
 }
 
 Status check_world(const RunConfig& cfg, int world) {
@@ -132,7 +116,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
   const int threads = choose_threads(cfg.train.threads);
   omp_set_num_threads(threads);
   // Measured before the loader's prefetch thread exists, so nothing competes with it.
-  const double peak_gflops = measure_sgemm_peak_gflops();
+  const double peak_gflops = ops::measure_sgemm_peak_gflops();
   const ModelConfig& mc = cfg.model;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len, accum = cfg.train.grad_accum;
   const int dp_rank = grid.coord().dp, dp_size = grid.shape().dp;
