@@ -8,6 +8,7 @@
 #include "data/loader.h"
 #include "data/manifest.h"
 #include "model/transformer.h"
+#include "train/evaluate.h"
 #include "train/model_source.h"
 
 namespace tessera::cli {
@@ -59,20 +60,12 @@ Runner add_eval(CLI::App& app) {
     }
     if (!loader.ok()) return fail(loader.status().message());
     Transformer model(lm->config, *lm->store, a->batch, T);
-    std::vector<int32_t> in(a->batch * T), tgt(a->batch * T);
-    double sum = 0;
-    int64_t n = 0;
-    while ((a->batches == 0 || n < a->batches) && loader->next_batch(in.data(), tgt.data())) {
-      for (int32_t t : in)
-        if (t < 0 || t >= lm->config.vocab_size)
-          return fail("token id " + std::to_string(t) + " in " + what + " is outside the model's vocabulary (" +
-                      std::to_string(lm->config.vocab_size) + "): evaluate on data made with the model's tokenizer");
-      sum += model.forward(in.data(), tgt.data());
-      ++n;
-    }
+    auto result = evaluate_loss(model, loader.value(), a->batches);
+    if (!result.ok()) return fail(what + ": " + result.status().message());
+    const int64_t n = result->batches;
     if (n == 0) return fail(what + " has no full batch of " + std::to_string(a->batch) + "x" +
                             std::to_string(T) + " tokens; lower --batch or --seq");
-    const double loss = sum / n;
+    const double loss = result->mean_loss;
     std::printf("%s on %s: loss %.4f nats/token, perplexity %.3f (%lld batches of %lldx%lld)\n",
                 lm->source.c_str(), what.c_str(), loss, std::exp(loss), (long long)n,
                 (long long)a->batch, (long long)T);

@@ -235,7 +235,6 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
 
   int64_t valid = 0;
   for (int64_t i = 0; i < N; ++i) valid += targets[i] >= 0;
-  loss_valid_count_ = static_cast<float>(valid);
   // With no valid target the gradient is zero; a tiny non-zero scale keeps the op in gradient mode.
   const float dscale = valid > 0 ? 1.f / static_cast<float>(valid) : 1e-30f;
   profiled(prof, OpGroup::loss, [&] {

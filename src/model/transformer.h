@@ -74,7 +74,6 @@ class Transformer {
   OpProfile profile_;
   std::function<void(int)> grad_ready_;
   const int32_t* last_tokens_ = nullptr;
-  float loss_valid_count_ = 0.f;
 };
 
 }  // namespace tessera

@@ -24,6 +24,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "parallel/data_parallel.h"
+#include "train/evaluate.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/planted_fault.h"
@@ -214,7 +215,10 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
 
   // ---- the loop ----
   Timeline timeline(!opts.trace_path.empty(), rank);
-  dp.set_trace([&](size_t b, double t0, double t1) { timeline.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1); });
+  if (timeline.enabled())  // the label is built per bucket and step: only when tracing
+    dp.set_trace([&](size_t b, double t0, double t1) {
+      timeline.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1);
+    });
   std::vector<int32_t> inputs(B * T), targets(B * T);
   TrainSummary summary;
   summary.first_step = state.step;
@@ -228,11 +232,8 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
   auto evaluate = [&]() -> Result<double> {
     TimelineSpan span(timeline, "eval", "eval");
     val_loader->reset();
-    double sum = 0;
-    int64_t n = 0;
-    for (; n < cfg.train.eval_batches && val_loader->next_batch(inputs.data(), targets.data()); ++n)
-      sum += model.forward(inputs.data(), targets.data());
-    float m = static_cast<float>(n ? sum / n : 0.0);
+    TS_ASSIGN_OR_RETURN(EvalResult local, evaluate_loss(model, *val_loader, cfg.train.eval_batches));
+    float m = static_cast<float>(local.mean_loss);
     TS_RETURN_IF_ERROR(grid.dp().all_reduce_async(&m, &m, 1, DType::f32, ReduceOp::avg).wait());  // times out
     return static_cast<double>(m);
   };
