@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "optim/adamw.h"
 
 namespace tessera {
 
@@ -38,17 +39,13 @@ struct TrainConfig {
   double timeout_s = 300;           // collective timeout
 };
 
-struct OptimConfig {
+// [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,
+// decay_embeddings, as the optimizer takes them) plus the schedule and clipping.
+struct OptimConfig : AdamWConfig {
   float lr = 3e-4f;
   float min_lr = 3e-5f;  // default lr / 10
   int64_t warmup_steps = 10;
   LrSchedule schedule = LrSchedule::cosine;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.1f;
-  bool decay_norms_and_biases = false;
-  bool decay_embeddings = false;
   float grad_clip = 1.0f;  // max global grad norm; 0 = off
 };
 

@@ -154,11 +154,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
   if (!cfg.init_weights.empty())
     TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, mc, store.layout(), store.params()));
   Transformer model(mc, store, B, T);
-  AdamWConfig ac;
-  ac.beta1 = cfg.optim.beta1; ac.beta2 = cfg.optim.beta2; ac.eps = cfg.optim.eps;
-  ac.weight_decay = cfg.optim.weight_decay;
-  ac.decay_norms_and_biases = cfg.optim.decay_norms_and_biases; ac.decay_embeddings = cfg.optim.decay_embeddings;
-  AdamW opt(store.layout(), ac);
+  AdamW opt(store.layout(), cfg.optim);  // OptimConfig is an AdamWConfig
   DataParallel dp(grid.dp(), store, static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
   model.set_grad_ready_callback([&dp](int layer) { dp.on_layer_ready(layer); });
 
