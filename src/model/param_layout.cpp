@@ -1,6 +1,7 @@
-// Layout of the flat parameter buffer and GPT-2 initialisation.
+// Layout of the flat parameter buffer (whole tensors or one tensor-parallel shard) and GPT-2 initialisation.
 #include "model/param_layout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -9,49 +10,118 @@
 
 namespace tessera {
 
-ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer)
-    : first_(first_layer), last_(last_layer) {
+Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp) {
+  auto bad = [&](const std::string& m) {
+    return invalid_argument("tensor parallel size " + std::to_string(tp.size) + ": " + m);
+  };
+  if (tp.size < 1) return bad("must be >= 1");
+  if (tp.rank < 0 || tp.rank >= tp.size)
+    return bad("rank " + std::to_string(tp.rank) + " is outside [0, " + std::to_string(tp.size) + ")");
+  auto divides = [&](const char* field, int64_t v, const char* why) -> Status {
+    if (v % tp.size == 0) return Status::ok_status();
+    return bad("must divide " + std::string(field) + " (" + std::to_string(v) + ") so that each rank owns " + why +
+               "; choose a tensor-parallel size that divides it");
+  };
+  TS_RETURN_IF_ERROR(divides("n_head", cfg.n_head, "whole attention heads"));
+  TS_RETURN_IF_ERROR(divides("n_kv_head", cfg.n_kv_head, "whole key/value heads"));
+  TS_RETURN_IF_ERROR(divides("d_ff", cfg.d_ff, "an equal slice of the MLP"));
+  return Status::ok_status();
+}
+
+ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp)
+    : first_(first_layer), last_(last_layer), tp_(tp) {
+  const Status valid = validate_tensor_parallel(cfg, tp);
+  TS_CHECK(valid.ok()) << valid.message();
   const int64_t C = cfg.d_model, V = cfg.vocab_size, F = cfg.d_ff, HS = cfg.head_size();
   const bool bias = cfg.has_bias();
   const int L = static_cast<int>(cfg.n_layer);
+  vocab_ = V;
+  padded_vocab_ = (V + tp.size - 1) / tp.size * tp.size;
+  const std::vector<int64_t> qkv_blocks{cfg.n_head * HS, cfg.n_kv_head * HS, cfg.n_kv_head * HS};
+  const std::vector<int64_t> fc_blocks = cfg.arch == Arch::llama ? std::vector<int64_t>{F, F} : std::vector<int64_t>{F};
+  const auto col = TpSplit::column, row = TpSplit::row, vocab = TpSplit::vocab;
   if (first_layer == 0) {
-    add("wte", {V, C}, -1, false);
+    add("wte", {V, C}, -1, false, vocab);
     if (cfg.learned_positions()) add("wpe", {cfg.max_seq_len, C}, -1, false);
   }
   for (int i = first_layer; i < last_layer; ++i) {
     const std::string p = "h." + std::to_string(i) + ".";
     add(p + "ln1.w", {C}, i, false);
     if (bias) add(p + "ln1.b", {C}, i, false);
-    add(p + "attn.qkv.w", {cfg.qkv_width(), C}, i, true);
-    if (bias) add(p + "attn.qkv.b", {cfg.qkv_width()}, i, false);
-    add(p + "attn.proj.w", {C, cfg.n_head * HS}, i, true);
+    add(p + "attn.qkv.w", {cfg.qkv_width(), C}, i, true, col, qkv_blocks);
+    if (bias) add(p + "attn.qkv.b", {cfg.qkv_width()}, i, false, col, qkv_blocks);
+    add(p + "attn.proj.w", {C, cfg.n_head * HS}, i, true, row);
     if (bias) add(p + "attn.proj.b", {C}, i, false);
     add(p + "ln2.w", {C}, i, false);
     if (bias) add(p + "ln2.b", {C}, i, false);
     const int64_t fc_out = cfg.arch == Arch::llama ? 2 * F : F;
-    add(p + "mlp.fc.w", {fc_out, C}, i, true);
-    if (bias) add(p + "mlp.fc.b", {fc_out}, i, false);
-    add(p + "mlp.proj.w", {C, F}, i, true);
+    add(p + "mlp.fc.w", {fc_out, C}, i, true, col, fc_blocks);
+    if (bias) add(p + "mlp.fc.b", {fc_out}, i, false, col, fc_blocks);
+    add(p + "mlp.proj.w", {C, F}, i, true, row);
     if (bias) add(p + "mlp.proj.b", {C}, i, false);
   }
   if (last_layer == L) {
     add("lnf.w", {C}, L, false);
     if (bias) add("lnf.b", {C}, L, false);
-    if (!cfg.tied_embeddings) add("lm_head.w", {V, C}, L, true);
+    if (!cfg.tied_embeddings) add("lm_head.w", {V, C}, L, true, vocab);
   }
 }
 
-void ParamLayout::add(const std::string& name, Shape shape, int layer, bool decay) {
+Result<ParamLayout> ParamLayout::create(const ModelConfig& cfg, int first_layer, int last_layer,
+                                        TensorParallelShard tp) {
+  TS_RETURN_IF_ERROR(validate_tensor_parallel(cfg, tp));
+  return ParamLayout(cfg, first_layer, last_layer, tp);
+}
+
+void ParamLayout::add(const std::string& name, Shape global_shape, int layer, bool decay, TpSplit split,
+                      std::vector<int64_t> blocks) {
+  const int64_t tp = tp_.size;
   ParamInfo p;
   p.name = name;
-  p.numel = shape_numel(shape);
-  p.shape = std::move(shape);
+  p.shape = global_shape;
+  if (split == TpSplit::column) p.shape[0] /= tp;  // every block divides (validated)
+  if (split == TpSplit::row) p.shape[1] /= tp;
+  if (split == TpSplit::vocab) p.shape[0] = padded_vocab_ / tp;
+  p.numel = shape_numel(p.shape);
+  p.global_shape = std::move(global_shape);
   p.offset = total_;
   p.layer = layer;
   p.decay = decay;
+  p.split = split;
+  p.blocks = std::move(blocks);
   total_ += (p.numel + 15) / 16 * 16;  // 64-byte aligned starts
   index_[name] = params_.size();
   params_.push_back(std::move(p));
+}
+
+std::pair<int64_t, int64_t> ParamLayout::local_vocab_range() const {
+  const int64_t rows = padded_vocab_ / tp_.size;
+  return {tp_.rank * rows, (tp_.rank + 1) * rows};
+}
+
+std::vector<TensorPiece> ParamLayout::shard_pieces(const ParamInfo& p) const {
+  const int64_t r = tp_.rank, n = tp_.size;
+  const int64_t cols = p.global_shape.size() > 1 ? p.global_shape[1] : 1;  // elements per dim-0 row
+  std::vector<TensorPiece> pieces;
+  if (n == 1 || p.split == TpSplit::replicated) {
+    pieces.push_back({0, 0, p.numel});
+  } else if (p.split == TpSplit::column) {
+    int64_t local = 0, global = 0;
+    for (int64_t rows : p.blocks) {  // block (rows, cols): rank r keeps rows [r*rows/n, (r+1)*rows/n)
+      const int64_t numel = rows / n * cols;
+      pieces.push_back({local, global + r * numel, numel});
+      local += numel;
+      global += rows * cols;
+    }
+  } else if (p.split == TpSplit::row) {  // (R, K) -> (R, K/n): columns [r*K/n, (r+1)*K/n) of each row
+    const int64_t R = p.global_shape[0], K = p.global_shape[1], k = K / n;
+    for (int64_t i = 0; i < R; ++i) pieces.push_back({i * k, i * K + r * k, k});
+  } else {  // vocab: rows [begin, min(end, V)); the rest is padding
+    const auto [begin, end] = local_vocab_range();
+    const int64_t real_end = std::min(end, vocab_);
+    if (real_end > begin) pieces.push_back({0, begin * cols, (real_end - begin) * cols});
+  }
+  return pieces;
 }
 
 const ParamInfo* ParamLayout::find(const std::string& name) const {
@@ -96,7 +166,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed) {
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layer));
-  for (const auto& p : store.layout().params()) {
+  const ParamLayout& layout = store.layout();
+  std::vector<float> global;  // a sharded tensor's whole stream, cut into this rank's pieces
+  for (const auto& p : layout.params()) {
     float* w = store.params() + p.offset;
     if (p.shape.size() == 1) {
       const bool norm_weight = ends_with(p.name, "ln1.w") || ends_with(p.name, "ln2.w") || p.name == "lnf.w";
@@ -106,7 +178,15 @@ void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed) {
     Rng rng(seed ^ hash_name(p.name));
     const bool residual = ends_with(p.name, "attn.proj.w") || ends_with(p.name, "mlp.proj.w");
     const float stddev = residual ? residual_std : 0.02f;
-    for (int64_t i = 0; i < p.numel; ++i) w[i] = rng.normal(0.f, stddev);
+    if (layout.tp().size == 1 || p.split == TpSplit::replicated) {
+      for (int64_t i = 0; i < p.numel; ++i) w[i] = rng.normal(0.f, stddev);
+      continue;
+    }
+    global.resize(static_cast<size_t>(shape_numel(p.global_shape)));
+    for (float& x : global) x = rng.normal(0.f, stddev);
+    std::fill(w, w + p.numel, 0.f);
+    for (const TensorPiece& piece : layout.shard_pieces(p))
+      std::copy_n(global.data() + piece.global_offset, piece.numel, w + piece.local_offset);
   }
 }
 

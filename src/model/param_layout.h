@@ -13,34 +13,69 @@
 //   h.{i}.mlp.proj.w (C, F)   h.{i}.mlp.proj.b [gpt2]
 //   lnf.w (C)  lnf.b (C) [gpt2]   lm_head.w (V,C) [untied only]
 // Order in the buffer: embeddings, layer 0 .. L-1, final norm and head. Each tensor starts on a
-// 64-byte boundary.
+// 64-byte boundary. A tensor-parallel layout (rank r of p) holds rank r's shard of each tensor
+// under the same names and order (see TpSplit); p = 1 is the whole model.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/memory.h"
+#include "core/status.h"
 #include "core/tensor.h"
 #include "model/config.h"
 
 namespace tessera {
 
+// Rank `rank` of a tensor-parallel group of `size`; {0, 1}: whole tensors.
+struct TensorParallelShard {
+  int rank = 0;
+  int size = 1;
+};
+
+// How a tensor is divided among tp ranks (Megatron's column/row/vocab-parallel layers).
+enum class TpSplit : uint8_t {
+  replicated,  // every rank holds all of it (one piece each): norms, wpe, row-parallel biases
+  column,      // dim 0 (output rows), each block separately: qkv.w/.b [q | k | v] by heads,
+               // mlp.fc.w/.b ([gate | up] for llama); rank r keeps [block_r of q | of k | of v]
+  row,         // dim 1 (input columns): attn.proj.w, mlp.proj.w
+  vocab,       // dim 0 (vocabulary rows, V padded to a multiple of p; padding rows map nowhere)
+};
+
+// A contiguous run of a shard inside the flattened global (unsharded) tensor.
+struct TensorPiece {
+  int64_t local_offset = 0;   // elements from the start of the local tensor
+  int64_t global_offset = 0;  // elements from the start of the global tensor
+  int64_t numel = 0;
+};
+
 struct ParamInfo {
   std::string name;
-  Shape shape;
+  Shape shape;          // local shape (this rank's shard; the whole tensor when tp size is 1)
   int64_t offset = 0;   // in elements, into the flat buffer
-  int64_t numel = 0;
+  int64_t numel = 0;    // of the local shard
   int layer = -1;       // -1: embeddings; n_layer: final norm/head; else the layer index
   bool decay = false;   // weight decay applies (matrices only by default)
+  TpSplit split = TpSplit::replicated;
+  Shape global_shape;   // the unsharded tensor (true vocabulary size for wte/lm_head.w)
+  std::vector<int64_t> blocks;  // column: global dim-0 sizes of the separately split blocks
 };
+
+// Whether `cfg` can be split `tp` ways: heads, KV heads and d_ff divisible by tp.size, rank in range.
+Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp);
 
 class ParamLayout {
  public:
   // The tensors of layers [first_layer, last_layer); embeddings when first_layer == 0, the final
   // norm and head when last_layer == n_layer.
-  ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer);
-  explicit ParamLayout(const ModelConfig& cfg) : ParamLayout(cfg, 0, static_cast<int>(cfg.n_layer)) {}
+  // TS_CHECKs validate_tensor_parallel (use create() where the split comes from user input).
+  ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp = {});
+  explicit ParamLayout(const ModelConfig& cfg, TensorParallelShard tp = {})
+      : ParamLayout(cfg, 0, static_cast<int>(cfg.n_layer), tp) {}
+  static Result<ParamLayout> create(const ModelConfig& cfg, int first_layer, int last_layer,
+                                    TensorParallelShard tp);
 
   const std::vector<ParamInfo>& params() const { return params_; }
   int64_t total_numel() const { return total_; }
@@ -51,12 +86,25 @@ class ParamLayout {
   int first_layer() const { return first_; }
   int last_layer() const { return last_; }
 
+  TensorParallelShard tp() const { return tp_; }
+  int64_t vocab_size() const { return vocab_; }                // true V
+  int64_t padded_vocab_size() const { return padded_vocab_; }  // V rounded up to a multiple of tp size
+  // Vocabulary rows [begin, end) of this rank's wte/lm_head shard (end may pass the true V).
+  std::pair<int64_t, int64_t> local_vocab_range() const;
+  // Where this rank's shard of `p` lies in the flattened global tensor, in local order: one piece
+  // for a whole tensor, one per block for column splits, one per row for row splits; none for a
+  // vocabulary shard made only of padding.
+  std::vector<TensorPiece> shard_pieces(const ParamInfo& p) const;
+
  private:
-  void add(const std::string& name, Shape shape, int layer, bool decay);
+  void add(const std::string& name, Shape global_shape, int layer, bool decay, TpSplit split = TpSplit::replicated,
+           std::vector<int64_t> blocks = {});
   std::vector<ParamInfo> params_;
   std::unordered_map<std::string, size_t> index_;
   int64_t total_ = 0;
   int first_, last_;
+  TensorParallelShard tp_;
+  int64_t vocab_ = 0, padded_vocab_ = 0;
 };
 
 // Parameters and their gradients: two flat buffers over one layout.
@@ -83,7 +131,8 @@ class ParamStore {
 
 // GPT-2 initialisation: weights N(0, 0.02), residual output projections (attn.proj, mlp.proj)
 // N(0, 0.02/sqrt(2L)), biases 0, norm weights 1. Each tensor draws from its own stream seeded by
-// (seed, name), so a pipeline stage initialises its layers exactly as the whole model would.
+// (seed, name) over the global tensor, so a pipeline stage or a tp shard initialises its part
+// exactly as the whole model would (vocabulary padding rows are 0).
 void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed);
 
 }  // namespace tessera

@@ -68,6 +68,10 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
       first_(store.layout().first_layer()), last_(store.layout().last_layer()),
       acts_(std::make_unique<Acts>()), w_(std::make_unique<Weights>()) {
   TS_CHECK(T <= cfg.max_seq_len) << "T=" << T << " exceeds max_seq_len=" << cfg.max_seq_len;
+  TS_CHECK(store.layout().tp().size == 1)
+      << "Transformer: a tensor-parallel layout (tp size " << store.layout().tp().size
+      << ") needs the sharded math (local heads, d_ff and vocabulary, masked embedding, split loss), "
+         "which is not implemented yet; use tp size 1";
   const int64_t N = B * T, C = cfg.d_model, Q = cfg.qkv_width(), F = cfg.d_ff;
   const int64_t FC = cfg.arch == Arch::llama ? 2 * F : F;
 
@@ -145,6 +149,15 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
 
 Transformer::~Transformer() = default;
 
+void Transformer::set_tensor_parallel_hooks(TensorParallelHooks* hooks) {
+  TensorParallelHooks* h = hooks ? hooks : &identity_tp_;
+  TS_CHECK(h->tp_size() == 1 && h->tp_rank() == 0)
+      << "Transformer: tensor-parallel hooks with tp_size " << h->tp_size() << " (rank " << h->tp_rank()
+      << "): the hook points are in place but the sharded math (local heads, d_ff and vocabulary, masked "
+         "embedding lookup, split cross-entropy) lands with tensor parallelism; only tp_size 1 runs";
+  tp_ = h;
+}
+
 float* Transformer::stage_input() { return acts_->encoded.as<float>(); }
 const float* Transformer::stage_output() const {
   return acts_->layers.empty() ? acts_->encoded.as<float>() : acts_->layers.back().residual3.as<float>();
@@ -189,9 +202,11 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   Acts& a = *acts_;
   OpProfile& prof = profile_;
 
+  TensorParallelHooks& tp = *tp_;
   if (is_first_stage()) {
     last_tokens_ = tokens;
     profiled(prof, OpGroup::embedding, [&] { ops::embedding_forward(a.encoded.as<float>(), tokens, w.wte, w.wpe, B, T, C); });
+    tp.reduce_from_region_forward({TpPoint::embedding, -1, a.encoded.as<float>(), N, C});
   }
   const float* x = a.encoded.as<float>();
   for (int l = first_; l < last_; ++l) {
@@ -203,22 +218,26 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     profiled(prof, OpGroup::norm, [&] {
       norm_forward(llama, ln1, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(), x, p.ln1_w, p.ln1_b, N, C, c.norm_eps);
     });
+    tp.copy_to_region_forward({TpPoint::attn_qkv, l, ln1, N, C});
     profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(qkv, ln1, p.qkv_w, p.qkv_b, N, C, Q); });
     profiled(prof, OpGroup::attention, [&] {
       if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
       ops::attention_forward(atty, la.lse.as<float>(), qkv, B, T, NH, NKV, HS);
     });
     profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r2, atty, p.proj_w, p.proj_b, N, NH * HS, C); });
+    tp.reduce_from_region_forward({TpPoint::attn_proj, l, r2, N, C});
     profiled(prof, OpGroup::residual, [&] { add_inplace(r2, x, N * C); });
     profiled(prof, OpGroup::norm, [&] {
       norm_forward(llama, ln2, la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), r2, p.ln2_w, p.ln2_b, N, C, c.norm_eps);
     });
+    tp.copy_to_region_forward({TpPoint::mlp_fc, l, ln2, N, C});
     profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(fch, ln2, p.fc_w, p.fc_b, N, C, FC); });
     profiled(prof, OpGroup::activation, [&] {
       if (llama) ops::swiglu_forward(fch_act, fch, N, F);
       else ops::gelu_forward(fch_act, fch, N * F);
     });
     profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r3, fch_act, p.mproj_w, p.mproj_b, N, F, C); });
+    tp.reduce_from_region_forward({TpPoint::mlp_proj, l, r3, N, C});
     profiled(prof, OpGroup::residual, [&] { add_inplace(r3, r2, N * C); });
     x = r3;
   }
@@ -230,6 +249,8 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   profiled(prof, OpGroup::norm, [&] {
     norm_forward(llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, N, C, c.norm_eps);
   });
+  const int L = static_cast<int>(c.n_layer);
+  tp.copy_to_region_forward({TpPoint::lm_head, L, lnf, N, C});
   profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, lnf, w.head, nullptr, N, C, c.vocab_size); });
   if (!targets) return 0.f;
 
@@ -237,6 +258,9 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   for (int64_t i = 0; i < N; ++i) valid += targets[i] >= 0;
   // With no valid target the gradient is zero; a tiny non-zero scale keeps the op in gradient mode.
   const float dscale = valid > 0 ? 1.f / static_cast<float>(valid) : 1e-30f;
+  // Where the vocabulary-parallel loss reduces its row statistics; the fused op needs none at tp 1.
+  tp.cross_entropy_max({TpPoint::loss, L, nullptr, N, 1});
+  tp.cross_entropy_sum({TpPoint::loss, L, nullptr, N, 2});
   profiled(prof, OpGroup::loss, [&] {
     ops::softmax_crossentropy(a.losses.as<float>(), logits, targets, N, c.vocab_size, dscale);
   });
@@ -260,6 +284,8 @@ void Transformer::backward(float loss_scale) {
   float *dln = a.dln.as<float>(), *datty = a.datty.as<float>(), *dqkv = a.dqkv.as<float>();
   float *dfch = a.dfch.as<float>(), *dfch_act = a.dfch_act.as<float>();
   zero(a.dresidual);
+  TensorParallelHooks& tp = *tp_;
+  const int L = static_cast<int>(c.n_layer);
 
   if (is_last_stage()) {
     TS_CHECK(a.have_dlogits) << "backward() needs a preceding forward() with targets";
@@ -271,12 +297,13 @@ void Transformer::backward(float loss_scale) {
     profiled(prof, OpGroup::matmul, [&] {
       ops::matmul_backward(dln, w.dhead, nullptr, dlogits, a.lnf.as<float>(), w.head, N, C, c.vocab_size);
     });
+    tp.copy_to_region_backward({TpPoint::lm_head, L, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(llama, dres, w.dlnf_w, w.dlnf_b, dln, x_last, w.lnf_w, a.lnf_mean.as<float>(),
                     a.lnf_rstd.as<float>(), N, C);
     });
     a.have_dlogits = false;  // the logits buffer now holds scaled gradients: one backward per forward
-    if (grad_ready_) grad_ready_(static_cast<int>(c.n_layer));
+    if (grad_ready_) grad_ready_(L);
   } else {
     std::memcpy(dres, a.output_grad.data(), a.dresidual.bytes());
   }
@@ -287,6 +314,7 @@ void Transformer::backward(float loss_scale) {
     const TensorPtrs& g = w.g[l - first_];
     const float* x = l == first_ ? a.encoded.as<float>() : a.layers[l - first_ - 1].residual3.as<float>();
     // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))); dres carries d residual3.
+    tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres, N, C});
     zero(a.dfch_act);
     profiled(prof, OpGroup::matmul, [&] {
       ops::matmul_backward(dfch_act, g.mproj_w, g.mproj_b, dres, la.fch_act.as<float>(), p.mproj_w, N, F, C);
@@ -300,11 +328,13 @@ void Transformer::backward(float loss_scale) {
     profiled(prof, OpGroup::matmul, [&] {
       ops::matmul_backward(dln, g.fc_w, g.fc_b, dfch, la.ln2.as<float>(), p.fc_w, N, C, FC);
     });
+    tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln, la.residual2.as<float>(), p.ln2_w, la.ln2_mean.as<float>(),
                     la.ln2_rstd.as<float>(), N, C);
     });
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
+    tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres, N, C});
     zero(a.datty);
     profiled(prof, OpGroup::matmul, [&] {
       ops::matmul_backward(datty, g.proj_w, g.proj_b, dres, la.atty.as<float>(), p.proj_w, N, NH * HS, C);
@@ -319,6 +349,7 @@ void Transformer::backward(float loss_scale) {
     profiled(prof, OpGroup::matmul, [&] {
       ops::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, la.ln1.as<float>(), p.qkv_w, N, C, Q);
     });
+    tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(llama, dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(),
                     N, C);
@@ -327,6 +358,7 @@ void Transformer::backward(float loss_scale) {
   }
 
   if (is_first_stage()) {
+    tp.reduce_from_region_backward({TpPoint::embedding, -1, dres, N, C});
     profiled(prof, OpGroup::embedding, [&] { ops::embedding_backward(w.dwte, w.dwpe, dres, last_tokens_, B, T, C); });
     if (grad_ready_) grad_ready_(-1);
   } else {

@@ -2,6 +2,7 @@
 // ParamStore owns ([first_layer, last_layer) of the layout). The full model (range [0, L)) maps
 // tokens to a loss; a pipeline stage maps hidden states (B,T,C) to hidden states.
 // Activations are allocated once for a fixed micro-batch (B, T); forward/backward allocate nothing.
+// Tensor parallelism reaches it only through TensorParallelHooks (identity by default).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -11,6 +12,7 @@
 #include "model/config.h"
 #include "model/op_profile.h"
 #include "model/param_layout.h"
+#include "model/tensor_parallel_hooks.h"
 
 namespace tessera {
 
@@ -53,6 +55,11 @@ class Transformer {
   // norm/head, -1 = embeddings), in the order they become ready; data parallelism hooks in here.
   void set_grad_ready_callback(std::function<void(int layer)> cb) { grad_ready_ = std::move(cb); }
 
+  // Conjugate tensor-parallel pairs called around the projections, embedding and loss (see
+  // tensor_parallel_hooks.h); nullptr restores the identity. `hooks` must outlive the model.
+  // Only tp_size() == 1 runs until the sharded math lands (TS_CHECKed).
+  void set_tensor_parallel_hooks(TensorParallelHooks* hooks);
+
   // Per-kernel-group timing (benchmarks): enable, run steps, read seconds.
   OpProfile& profile() { return profile_; }
 
@@ -73,6 +80,8 @@ class Transformer {
   std::unique_ptr<Weights> w_;
   OpProfile profile_;
   std::function<void(int)> grad_ready_;
+  IdentityTensorParallelHooks identity_tp_;
+  TensorParallelHooks* tp_ = &identity_tp_;
   const int32_t* last_tokens_ = nullptr;
 };
 
