@@ -1,17 +1,18 @@
-// Strict TOML parsing of the run configuration: a schema of sections and typed keys drives the
-// unknown-key / wrong-type checks, override parsing and resolution. The only file including toml++.
+// Strict TOML parsing of the run configuration: the schema (run_config_schema.h) drives the unknown-key /
+// wrong-type checks, override parsing, range checks and storing; derived values are resolved here.
+// The only file including toml++.
 #include "train/run_config.h"
 
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+
+#include "train/run_config_schema.h"
 
 namespace tessera {
 
@@ -32,50 +33,6 @@ Result<LrSchedule> parse_lr_schedule(std::string_view s) {
 }
 
 namespace {
-
-enum class KeyType { integer, floating, boolean, string };
-
-struct KeySpec {
-  std::string_view name;
-  KeyType type;
-};
-struct SectionSpec {
-  std::string_view name;
-  std::vector<KeySpec> keys;
-};
-
-const std::vector<SectionSpec>& schema() {
-  using K = KeyType;
-  static const std::vector<SectionSpec> s = {
-      {"model",
-       {{"preset", K::string}, {"arch", K::string}, {"vocab_size", K::integer}, {"max_seq_len", K::integer},
-        {"n_layer", K::integer}, {"n_head", K::integer}, {"n_kv_head", K::integer}, {"d_model", K::integer},
-        {"d_ff", K::integer}, {"norm_eps", K::floating}, {"rope_theta", K::floating},
-        {"tied_embeddings", K::boolean}, {"init_weights", K::string}}},
-      {"data", {{"dir", K::string}, {"seq_len", K::integer}}},
-      {"train",
-       {{"steps", K::integer}, {"batch_tokens", K::integer}, {"micro_batch", K::integer}, {"seed", K::integer},
-        {"threads", K::integer}, {"eval_interval", K::integer}, {"eval_batches", K::integer},
-        {"log_interval", K::integer}, {"checkpoint_interval", K::integer}, {"keep_checkpoints", K::integer},
-        {"out_dir", K::string}, {"timeout_s", K::floating}}},
-      {"optim",
-       {{"lr", K::floating}, {"min_lr", K::floating}, {"warmup_steps", K::integer}, {"schedule", K::string},
-        {"beta1", K::floating}, {"beta2", K::floating}, {"eps", K::floating}, {"weight_decay", K::floating},
-        {"decay_norms_and_biases", K::boolean}, {"decay_embeddings", K::boolean}, {"grad_clip", K::floating}}},
-      {"parallel", {{"dp", K::integer}, {"pp", K::integer}, {"tp", K::integer}, {"bucket_mb", K::floating}}},
-  };
-  return s;
-}
-
-const char* key_type_name(KeyType t) {
-  switch (t) {
-    case KeyType::integer: return "integer";
-    case KeyType::floating: return "float";
-    case KeyType::boolean: return "boolean";
-    case KeyType::string: return "string";
-  }
-  return "?";
-}
 
 const char* node_type_name(toml::node_type t) {
   switch (t) {
@@ -125,27 +82,6 @@ std::string join(const std::vector<std::string_view>& v) {
   return out;
 }
 
-const SectionSpec* find_section(std::string_view name) {
-  for (auto& s : schema())
-    if (s.name == name) return &s;
-  return nullptr;
-}
-const KeySpec* find_key(const SectionSpec& sec, std::string_view name) {
-  for (auto& k : sec.keys)
-    if (k.name == name) return &k;
-  return nullptr;
-}
-std::vector<std::string_view> section_names() {
-  std::vector<std::string_view> v;
-  for (auto& s : schema()) v.push_back(s.name);
-  return v;
-}
-std::vector<std::string_view> key_names(const SectionSpec& sec) {
-  std::vector<std::string_view> v;
-  for (auto& k : sec.keys) v.push_back(k.name);
-  return v;
-}
-
 Status unknown_section_error(const std::string& where, std::string_view name) {
   auto names = section_names();
   return invalid_argument(where + ": unknown section [" + std::string(name) + "]" + suggestion(name, names) +
@@ -162,10 +98,10 @@ Status unknown_key_error(const std::string& where, const SectionSpec& sec, std::
 Result<toml::table> override_value(const std::string& text, const KeySpec& key, std::string_view value) {
   auto bad = [&](const char* why) {
     return invalid_argument("override '" + text + "': " + std::string(key.name) + " expects " +
-                            key_type_name(key.type) + ", got '" + std::string(value) + "'" + why);
+                            key_type_name(key.value.type) + ", got '" + std::string(value) + "'" + why);
   };
   toml::table t;
-  switch (key.type) {
+  switch (key.value.type) {
     case KeyType::integer: {
       int64_t v = 0;
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -225,6 +161,16 @@ class Reader {
     auto* n = node(sec, key);
     return n ? std::optional<std::string>(n->as_string()->get()) : std::nullopt;
   }
+  // The key's value by its schema type, if the TOML (or an override) gives it.
+  std::optional<KeyValue> value(std::string_view sec, const KeySpec& key) const {
+    switch (key.value.type) {
+      case KeyType::integer: if (auto v = integer(sec, key.name)) return *v; break;
+      case KeyType::floating: if (auto v = floating(sec, key.name)) return *v; break;
+      case KeyType::boolean: if (auto v = boolean(sec, key.name)) return *v; break;
+      case KeyType::string: if (auto v = string(sec, key.name)) return *v; break;
+    }
+    return std::nullopt;
+  }
   // "cfg.toml:12: train.steps" or "override 'train.steps=0': train.steps" or "cfg.toml: train.steps (default)".
   std::string where(std::string_view sec, std::string_view key) const {
     std::string full = std::string(sec) + "." + std::string(key);
@@ -253,7 +199,7 @@ Status check_structure(const toml::table& root, const std::string& source,
     auto* sec = find_section(k.str());
     if (!sec && !v.is_table()) {
       std::string hint;
-      for (auto& cand : schema())
+      for (auto& cand : run_config_schema())
         if (find_key(cand, k.str())) hint = "; it belongs in [" + std::string(cand.name) + "]";
       return invalid_argument(location(source, v) + ": key '" + std::string(k.str()) +
                               "' is outside any section" + hint + " (allowed sections: " + join(section_names()) + ")");
@@ -270,14 +216,14 @@ Status check_structure(const toml::table& root, const std::string& source,
       auto* spec = find_key(*sec, key.str());
       if (!spec) return unknown_key_error(where, *sec, key.str());
       bool ok = false;
-      switch (spec->type) {
+      switch (spec->value.type) {
         case KeyType::integer: ok = val.is_integer(); break;
         case KeyType::floating: ok = val.is_floating_point() || val.is_integer(); break;
         case KeyType::boolean: ok = val.is_boolean(); break;
         case KeyType::string: ok = val.is_string(); break;
       }
       if (!ok)
-        return invalid_argument(where + ": " + full + " must be " + key_type_name(spec->type) + ", got " +
+        return invalid_argument(where + ": " + full + " must be " + key_type_name(spec->value.type) + ", got " +
                                 node_type_name(val.type()));
     }
   }
@@ -312,32 +258,30 @@ Status apply_overrides(toml::table& root, const std::vector<std::string>& overri
   return Status::ok_status();
 }
 
-Status check_min(const Reader& r, std::string_view sec, std::string_view key, double v, double lo) {
-  if (v < lo) {
-    std::ostringstream s;
-    s << r.where(sec, key) << " must be >= " << lo << " (got " << v << ")";
-    return invalid_argument(s.str());
-  }
+// Checks and stores one key when the TOML (or an override) gives it; errors name where the value came from.
+Status apply_key(const Reader& r, RunConfig& cfg, std::string_view section, const KeySpec& key) {
+  std::optional<KeyValue> v = r.value(section, key);
+  if (!v) return Status::ok_status();
+  std::string error = key.assign(cfg, *v);
+  if (!error.empty()) return invalid_argument(r.where(section, key.name) + error);
   return Status::ok_status();
 }
 
+// Applies every key of a section the TOML gives, in schema order, except `skip`.
+Status apply_section(const Reader& r, RunConfig& cfg, std::string_view section, std::string_view skip = {}) {
+  for (const KeySpec& key : find_section(section)->keys)
+    if (key.value.in_toml && key.name != skip) TS_RETURN_IF_ERROR(apply_key(r, cfg, section, key));
+  return Status::ok_status();
+}
+
+// The preset first, then explicit [model] keys over it, then the GPT-2 family's derived sizes.
 Status resolve_model(const Reader& r, RunConfig& cfg) {
-  if (auto p = r.string("model", "preset")) cfg.model_preset = *p;
+  TS_RETURN_IF_ERROR(apply_key(r, cfg, "model", *find_key(*find_section("model"), "preset")));
   auto preset = model_preset(cfg.model_preset);
   if (!preset.ok()) return invalid_argument(r.where("model", "preset") + ": " + preset.status().message());
-  ModelConfig m = preset.value();
-  if (auto a = r.string("model", "arch")) {
-    auto arch = parse_arch(*a);
-    if (!arch.ok()) return invalid_argument(r.where("model", "arch") + ": " + arch.status().message());
-    m.arch = arch.value();
-  }
-  struct IntField { const char* key; int64_t* dst; };
-  for (IntField f : {IntField{"vocab_size", &m.vocab_size}, {"max_seq_len", &m.max_seq_len}, {"n_layer", &m.n_layer},
-                     {"n_head", &m.n_head}, {"n_kv_head", &m.n_kv_head}, {"d_model", &m.d_model}, {"d_ff", &m.d_ff}})
-    if (auto v = r.integer("model", f.key)) *f.dst = *v;
-  if (auto v = r.floating("model", "norm_eps")) m.norm_eps = static_cast<float>(*v);
-  if (auto v = r.floating("model", "rope_theta")) m.rope_theta = static_cast<float>(*v);
-  if (auto v = r.boolean("model", "tied_embeddings")) m.tied_embeddings = *v;
+  cfg.model = preset.value();
+  TS_RETURN_IF_ERROR(apply_section(r, cfg, "model", /*skip=*/"preset"));
+  ModelConfig& m = cfg.model;
   // GPT-2 family definitions: keys derived from others follow them unless given explicitly.
   if (m.arch == Arch::gpt2) {
     if (!r.has("model", "n_kv_head")) m.n_kv_head = m.n_head;
@@ -347,8 +291,6 @@ Status resolve_model(const Reader& r, RunConfig& cfg) {
   if (!st.ok())
     return invalid_argument(r.source() + ": [model] (preset '" + cfg.model_preset + "' + explicit keys): " +
                             st.message());
-  cfg.model = m;
-  if (auto w = r.string("model", "init_weights")) cfg.init_weights = *w;
   return Status::ok_status();
 }
 
@@ -357,9 +299,8 @@ Status resolve_data(const Reader& r, RunConfig& cfg) {
   if (!dir || dir->empty())
     return invalid_argument(r.source() + ": [data] dir is required: the prepared dataset directory holding "
                             "manifest.json (e.g. dir = \"data/kjv\", made by `tessera prepare`)");
-  cfg.data.dir = *dir;
-  cfg.data.seq_len = r.integer("data", "seq_len").value_or(cfg.model.max_seq_len);
-  TS_RETURN_IF_ERROR(check_min(r, "data", "seq_len", cfg.data.seq_len, 1));
+  TS_RETURN_IF_ERROR(apply_section(r, cfg, "data"));
+  if (!r.has("data", "seq_len")) cfg.data.seq_len = cfg.model.max_seq_len;  // >= 1: the model is validated
   if (cfg.data.seq_len > cfg.model.max_seq_len)
     return invalid_argument(r.where("data", "seq_len") + " (" + std::to_string(cfg.data.seq_len) +
                             ") must be <= model.max_seq_len (" + std::to_string(cfg.model.max_seq_len) +
@@ -367,46 +308,12 @@ Status resolve_data(const Reader& r, RunConfig& cfg) {
   return Status::ok_status();
 }
 
-Status resolve_parallel(const Reader& r, RunConfig& cfg) {
-  auto& p = cfg.parallel;
-  for (auto [key, dst] : {std::pair{"dp", &p.dp}, {"pp", &p.pp}, {"tp", &p.tp}})
-    if (auto v = r.integer("parallel", key)) {
-      TS_RETURN_IF_ERROR(check_min(r, "parallel", key, static_cast<double>(*v), 1));
-      if (*v > 65536) return invalid_argument(r.where("parallel", key) + " is too large (max 65536)");
-      *dst = static_cast<int>(*v);
-    }
-  if (auto v = r.floating("parallel", "bucket_mb")) p.bucket_mb = *v;
-  if (!(p.bucket_mb > 0)) return invalid_argument(r.where("parallel", "bucket_mb") + " must be > 0");
-  return Status::ok_status();
-}
-
 Status resolve_train(const Reader& r, RunConfig& cfg) {
-  auto& t = cfg.train;
-  struct IntField { const char* key; int64_t* dst; double lo; };
-  for (IntField f : {IntField{"steps", &t.steps, 1}, {"micro_batch", &t.micro_batch, 1},
-                     {"eval_interval", &t.eval_interval, 0}, {"eval_batches", &t.eval_batches, 1},
-                     {"log_interval", &t.log_interval, 1}, {"checkpoint_interval", &t.checkpoint_interval, 0},
-                     {"keep_checkpoints", &t.keep_checkpoints, 1}})
-    if (auto v = r.integer("train", f.key)) {
-      TS_RETURN_IF_ERROR(check_min(r, "train", f.key, static_cast<double>(*v), f.lo));
-      *f.dst = *v;
-    }
-  if (auto v = r.integer("train", "seed")) {
-    TS_RETURN_IF_ERROR(check_min(r, "train", "seed", static_cast<double>(*v), 0));
-    t.seed = static_cast<uint64_t>(*v);
-  }
-  if (auto v = r.integer("train", "threads")) {
-    if (*v < 0 || *v > 4096) return invalid_argument(r.where("train", "threads") + " must be in [0, 4096] (0 = all cores)");
-    t.threads = static_cast<int>(*v);
-  }
-  if (auto v = r.string("train", "out_dir")) t.out_dir = *v;
-  if (t.out_dir.empty()) return invalid_argument(r.where("train", "out_dir") + " must not be empty");
-  if (auto v = r.floating("train", "timeout_s")) t.timeout_s = *v;
-  if (!(t.timeout_s > 0)) return invalid_argument(r.where("train", "timeout_s") + " must be > 0 seconds");
-
+  TS_RETURN_IF_ERROR(apply_section(r, cfg, "train"));
   // grad_accum is derived so that the global batch is stated once, in tokens.
+  auto& t = cfg.train;
   const int64_t per_step = t.micro_batch * cfg.data.seq_len * cfg.parallel.dp;
-  t.batch_tokens = r.integer("train", "batch_tokens").value_or(per_step);
+  if (!r.has("train", "batch_tokens")) t.batch_tokens = per_step;
   if (t.batch_tokens < per_step || t.batch_tokens % per_step != 0) {
     int64_t lower = std::max<int64_t>(per_step, t.batch_tokens / per_step * per_step);
     int64_t upper = (t.batch_tokens / per_step + 1) * per_step;
@@ -423,39 +330,15 @@ Status resolve_train(const Reader& r, RunConfig& cfg) {
 }
 
 Status resolve_optim(const Reader& r, RunConfig& cfg) {
+  TS_RETURN_IF_ERROR(apply_section(r, cfg, "optim"));
   auto& o = cfg.optim;
-  auto f = [&](const char* key, float& dst) {
-    if (auto v = r.floating("optim", key)) dst = static_cast<float>(*v);
-  };
-  f("lr", o.lr);
-  o.min_lr = o.lr / 10;
-  f("min_lr", o.min_lr);
-  f("beta1", o.beta1);
-  f("beta2", o.beta2);
-  f("eps", o.eps);
-  f("weight_decay", o.weight_decay);
-  f("grad_clip", o.grad_clip);
-  if (auto v = r.integer("optim", "warmup_steps")) {
-    TS_RETURN_IF_ERROR(check_min(r, "optim", "warmup_steps", static_cast<double>(*v), 0));
-    o.warmup_steps = *v;
+  if (!r.has("optim", "min_lr")) o.min_lr = o.lr / 10;
+  if (!(o.min_lr >= 0) || o.min_lr > o.lr) {
+    std::ostringstream s;
+    s << r.where("optim", "min_lr") << " (" << static_cast<double>(o.min_lr) << ") must be in [0, optim.lr = "
+      << static_cast<double>(o.lr) << "]";
+    return invalid_argument(s.str());
   }
-  if (auto v = r.string("optim", "schedule")) {
-    auto s = parse_lr_schedule(*v);
-    if (!s.ok()) return invalid_argument(r.where("optim", "schedule") + ": " + s.status().message());
-    o.schedule = s.value();
-  }
-  if (auto v = r.boolean("optim", "decay_norms_and_biases")) o.decay_norms_and_biases = *v;
-  if (auto v = r.boolean("optim", "decay_embeddings")) o.decay_embeddings = *v;
-  auto num = [](double v) { std::ostringstream s; s << v; return s.str(); };
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) return invalid_argument(r.where("optim", "lr") + " must be > 0 (got " + num(o.lr) + ")");
-  if (!(o.min_lr >= 0) || o.min_lr > o.lr)
-    return invalid_argument(r.where("optim", "min_lr") + " (" + num(o.min_lr) + ") must be in [0, optim.lr = " +
-                            num(o.lr) + "]");
-  for (auto [key, v] : {std::pair{"beta1", o.beta1}, {"beta2", o.beta2}})
-    if (!(v >= 0 && v < 1)) return invalid_argument(r.where("optim", key) + " must be in [0, 1) (got " + num(v) + ")");
-  if (!(o.eps > 0)) return invalid_argument(r.where("optim", "eps") + " must be > 0");
-  if (!(o.weight_decay >= 0)) return invalid_argument(r.where("optim", "weight_decay") + " must be >= 0");
-  if (!(o.grad_clip >= 0)) return invalid_argument(r.where("optim", "grad_clip") + " must be >= 0 (0 = off)");
   return Status::ok_status();
 }
 
@@ -479,7 +362,7 @@ Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector
   RunConfig cfg;
   TS_RETURN_IF_ERROR(resolve_model(r, cfg));
   TS_RETURN_IF_ERROR(resolve_data(r, cfg));
-  TS_RETURN_IF_ERROR(resolve_parallel(r, cfg));
+  TS_RETURN_IF_ERROR(apply_section(r, cfg, "parallel"));
   TS_RETURN_IF_ERROR(resolve_train(r, cfg));
   TS_RETURN_IF_ERROR(resolve_optim(r, cfg));
   return cfg;

@@ -1,5 +1,5 @@
-// Run configuration of a training job: strict TOML ([model] [data] [train] [optim] [parallel]) plus
-// "section.key=value" overrides, resolved into plain values (presets expanded, defaults derived).
+// Run configuration of a training job: strict TOML ([model] [data] [train] [optim] [parallel]) plus overrides,
+// resolved into plain values. Each key is a schema row (run_config_schema.cpp) plus a field below holding its default.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -70,7 +70,13 @@ struct RunConfig {
   bool operator==(const RunConfig&) const;
 };
 
+// Every key of every section (plus the derived train.grad_accum, model.name, model.num_parameters).
 nlohmann::json to_json(const RunConfig& cfg);
+
+// Keys whose value differs between a saved run config (to_json form, e.g. from a checkpoint) and `now`
+// and whose change alters the training trajectory, formatted as
+// "section.key <old json> -> <new json>, ..." ("" when none). Driven by the schema's flag.
+std::string describe_resume_changes(const nlohmann::json& saved, const nlohmann::json& now);
 
 // Reads and resolves a config file. overrides: "section.key=value" (e.g. "train.steps=20"), applied
 // in order after the file; the value is parsed by the key's type.
