@@ -23,6 +23,13 @@ MpiRuntime::MpiRuntime(int thread_level) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   set_log_rank(rank_);
+  // Collective, but every rank constructs the runtime first thing.
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
+      node != MPI_COMM_NULL) {
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
+  }
 }
 
 MpiRuntime::~MpiRuntime() {

@@ -27,9 +27,12 @@ class MpiRuntime {
   int world_size() const { return size_; }
   int thread_level() const { return provided_; }  // what MPI provided
   bool owns_init() const { return owns_; }
+  // Ranks of this job on this machine (MPI_COMM_TYPE_SHARED), so a rank can share the cores with
+  // its neighbours; asked of MPI rather than of a launcher's environment (mpirun, srun, hydra).
+  int ranks_on_this_node() const { return local_size_; }
 
  private:
-  int rank_ = 0, size_ = 1, provided_ = 0;
+  int rank_ = 0, size_ = 1, provided_ = 0, local_size_ = 1;
   bool owns_ = false;
 };
 
