@@ -1,6 +1,7 @@
-// Benchmark of one training step (forward + backward + AdamW) of one model on this machine:
+// Benchmark of one training step (forward + backward + clipping + AdamW) of one model on this machine:
 // tokens/s, achieved GFLOP/s, MFU against the sgemm peak measured in the same process with the
-// same thread count, peak memory, and a per-kernel-group time breakdown of one step.
+// same thread count, peak memory, and a per-kernel-group time breakdown of one step. The step is
+// the trainer's own train_step (train/train_step.h) on a world of one.
 // Usage: bench_train_step --model gpt2 --batch 1 --seq 1024 --threads 2 --steps 5 [--json out.json]
 #include <omp.h>
 #include <sys/resource.h>
@@ -14,12 +15,16 @@
 #include <vector>
 
 #include "backend/sgemm_peak.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "core/memory.h"
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/param_layout.h"
 #include "model/transformer.h"
-#include "optim/adamw.h"
+#include "parallel/data_parallel.h"
+#include "train/micro_batch_runner.h"
+#include "train/train_step.h"
 
 using namespace tessera;
 using Clock = std::chrono::steady_clock;
@@ -42,6 +47,7 @@ int main(int argc, char** argv) {
     else if (k == "--json") json_path = v;
     else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
   }
+  MpiRuntime mpi;  // a world of one: the step's data-parallel strategy then never communicates
   omp_set_num_threads(threads);
   auto cfg_or = model_preset(model);
   if (!cfg_or.ok()) { std::fprintf(stderr, "%s\n", cfg_or.status().message().c_str()); return 2; }
@@ -53,20 +59,28 @@ int main(int argc, char** argv) {
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 1234);
   Transformer net(cfg, store, B, T);
-  AdamW opt(store.layout(), AdamWConfig{});
+  auto world = MpiCommunicator::create_world();
+  if (!world.ok()) { std::fprintf(stderr, "%s\n", world.status().message().c_str()); return 1; }
+  DataParallel sync(*world.value(), store, AdamWConfig{}, 4 << 20);
+  net.set_grad_ready_callback([&sync](int layer) { sync.on_layer_ready(layer); });
   std::vector<int32_t> tokens(B * T), targets(B * T);
   Rng rng(7);
   for (int64_t i = 0; i < B * T; ++i) {
     tokens[i] = static_cast<int32_t>(rng.next_u32() % cfg.vocab_size);
     targets[i] = static_cast<int32_t>(rng.next_u32() % cfg.vocab_size);
   }
+  AccumulationRunner runner(net, sync, [&](int32_t* in, int32_t* tg) {
+    std::copy(tokens.begin(), tokens.end(), in);
+    std::copy(targets.begin(), targets.end(), tg);
+  }, /*micro_batches=*/1);
+  StepHooks no_hooks;
+  Timeline no_timeline(false, 0);
+  StepParts parts{store, runner, sync, no_hooks, no_timeline};
+  int64_t step_number = 0;
   auto step = [&] {
-    store.zero_grads();
-    float loss = net.forward(tokens.data(), targets.data());
-    net.backward();
-    clip_grad_norm(store.grads(), store.numel(), 1.0f);
-    opt.step(store.params(), store.grads(), 1e-4f);
-    return loss;
+    auto r = train_step(parts, ++step_number, 1e-4f, 1.0f);
+    if (!r.ok()) { std::fprintf(stderr, "%s\n", r.status().message().c_str()); std::exit(1); }
+    return r->loss;
   };
   step();  // warm-up: first-call scratch allocations
   std::vector<double> times;

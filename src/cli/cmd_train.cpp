@@ -45,6 +45,7 @@ int run_train(const TrainArgs& a) {
   opts.trace_path = a.trace;
   opts.stop_after_steps = a.stop_after;
   opts.verify_replicas = a.verify_replicas;
+  opts.ranks_per_node = mpi.ranks_on_this_node();
   auto summary = run_training(cfg.value(), *world.value(), opts);
   if (!summary.ok()) return fail_job(summary.status());
   return 0;

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+
+#include "comm/agreement.h"
 
 namespace tessera {
 
@@ -12,7 +15,8 @@ double now_s() {
 }
 }  // namespace
 
-DataParallel::DataParallel(Communicator& dp, ParamStore& store, int64_t bucket_bytes) : dp_(dp), store_(store) {
+DataParallel::DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes)
+    : dp_(dp), store_(store), opt_(store.layout(), optim) {
   const ParamLayout& layout = store.layout();
   const int64_t per_bucket = std::max<int64_t>(16, bucket_bytes / static_cast<int64_t>(sizeof(float)));
   // Walk tensors from the end of the buffer (ready first) to the start.
@@ -75,6 +79,29 @@ Status DataParallel::finish() {
   }
   exposed_wait_s_ += now_s() - t0;
   return first_error;
+}
+
+Result<float> DataParallel::clip_grad_norm(float max_norm) {
+  return tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
+}
+
+void DataParallel::optimizer_step(float lr) { opt_.step(store_.params(), store_.grads(), lr); }
+
+Status DataParallel::average_over_replicas(float* values, int64_t n) {
+  if (dp_.size() == 1) return Status::ok_status();
+  // Async + wait: unlike a blocking call it times out if a rank never arrives.
+  return dp_.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
+}
+
+Status DataParallel::verify_replicas(std::string_view what) {
+  const uint64_t h = agreement_hash(std::string_view(reinterpret_cast<const char*>(store_.params()),
+                                                     static_cast<size_t>(store_.numel()) * sizeof(float)));
+  return check_agreement(dp_, what, h);
+}
+
+FlatRange DataParallel::checkpoint_range() const {
+  const int64_t n = store_.numel(), r = dp_.rank(), p = dp_.size();
+  return {n * r / p, n * (r + 1) / p};
 }
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // Data parallelism: every dp rank holds a full replica; gradients are packed into buckets that are
 // all-reduced (averaged) asynchronously as soon as the backward pass has made them final, so the
-// communication overlaps the rest of the backward pass.
+// communication overlaps the rest of the backward pass. The first GradientSync strategy: every
+// rank owns every gradient and runs AdamW over the whole model.
 //
 // Buckets are contiguous ranges of the flat gradient buffer. Gradients become final layer by layer
 // from the end of the buffer towards its start (head, layer L-1, ..., layer 0, embeddings), so the
@@ -21,28 +22,39 @@
 
 #include "comm/communicator.h"
 #include "model/param_layout.h"
+#include "optim/adamw.h"
+#include "parallel/gradient_sync.h"
 
 namespace tessera {
 
-class DataParallel {
+class DataParallel final : public GradientSync {
  public:
-  // bucket_bytes: target size of one all-reduce (the last bucket may be smaller).
-  DataParallel(Communicator& dp, ParamStore& store, int64_t bucket_bytes);
+  // dp: the data-parallel group; bucket_bytes: target size of one all-reduce (the last bucket may
+  // be smaller). AdamW (with `optim`) covers the whole flat buffer.
+  DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes);
 
+  std::string_view name() const override { return "data_parallel"; }
   // Copies rank 0's parameters to every rank (start of a run).
-  Status broadcast_parameters();
-  // Enable for the last micro-step of a step only: earlier micro-steps just accumulate locally.
-  void set_sync(bool sync) { sync_ = sync; }
-  // The model's grad-ready callback: launches every bucket that has become final.
-  void on_layer_ready(int layer);
+  Status broadcast_parameters() override;
+  void set_sync(bool last_micro_batch) override { sync_ = last_micro_batch; }
+  // Launches every bucket that has become final.
+  void on_layer_ready(int layer) override;
   // Waits for every bucket (launching any not yet launched). Afterwards grads hold the dp average.
-  Status finish();
+  Status finish() override;
+  // Every replica holds the whole averaged gradient: the norm needs no communication.
+  Result<float> clip_grad_norm(float max_norm) override;
+  void optimizer_step(float lr) override;
+  Status gather_parameters() override { return Status::ok_status(); }  // replicas updated themselves
+  Status average_over_replicas(float* values, int64_t n) override;
+  // Hashes the whole parameter buffer and compares across the dp group.
+  Status verify_replicas(std::string_view what) override;
+  AdamW& optimizer() override { return opt_; }
+  // Replicas are identical, so the dp ranks split the writing: rank r saves the r-th 1/dp of the buffer.
+  FlatRange checkpoint_range() const override;
 
-  // Seconds spent inside finish() waiting for communication (not hidden behind backward).
-  double exposed_wait_s() const { return exposed_wait_s_; }
+  double exposed_wait_s() const override { return exposed_wait_s_; }
+  void set_trace(TraceFn fn) override { trace_ = std::move(fn); }
   size_t num_buckets() const { return buckets_.size(); }
-  // Called with (bucket index, start, end) around each bucket's communication, for the timeline.
-  void set_trace(std::function<void(size_t bucket, double t_launch, double t_done)> cb) { trace_ = std::move(cb); }
 
  private:
   struct Bucket {
@@ -56,10 +68,11 @@ class DataParallel {
   void launch(Bucket& b);
   Communicator& dp_;
   ParamStore& store_;
+  AdamW opt_;
   std::vector<Bucket> buckets_;  // in launch order (end of the buffer first)
   bool sync_ = true;
   double exposed_wait_s_ = 0;
-  std::function<void(size_t, double, double)> trace_;
+  TraceFn trace_;
 };
 
 }  // namespace tessera

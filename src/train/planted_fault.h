@@ -1,35 +1,27 @@
 // Test-only planted faults for the multi-rank failure tests (tests/mpi/dp_*.sh), read from the
 // environment; with the variables unset (every real run) nothing is planted.
 #pragma once
-#include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
-#include <thread>
+
+#include "train/step_hooks.h"
 
 namespace tessera {
 
-// Test-only planted faults (tests/mpi/dp_*.sh; unset in real runs). At step TESSERA_TEST_FAULT_STEP
-// (default 2) the rank named by TESSERA_TEST_FAIL_RANK fails; TESSERA_TEST_HANG_RANK stops answering, as a
-// rank stuck in compute would, before the gradient all-reduce (TESSERA_TEST_HANG_AT=grad_sync, default)
-// or the loss all-reduce (=loss); TESSERA_TEST_PERTURB_RANK nudges one parameter (--verify-replicas must fail).
-struct PlantedFault {
-  int fail = -1, hang = -1, perturb = -1;
-  int64_t step = 2;
-  bool hang_at_loss = false;
-  static PlantedFault from_env() {
-    auto num = [](const char* name, int64_t dflt) {
-      const char* v = std::getenv(name);
-      return v && *v ? std::atoll(v) : dflt;
-    };
-    const char* at = std::getenv("TESSERA_TEST_HANG_AT");
-    return {static_cast<int>(num("TESSERA_TEST_FAIL_RANK", -1)), static_cast<int>(num("TESSERA_TEST_HANG_RANK", -1)),
-            static_cast<int>(num("TESSERA_TEST_PERTURB_RANK", -1)), num("TESSERA_TEST_FAULT_STEP", 2),
-            at && std::string_view(at) == "loss"};
-  }
-  [[noreturn]] static void hang_forever() {
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
+// At step TESSERA_TEST_FAULT_STEP (default 2) the rank named by TESSERA_TEST_FAIL_RANK fails;
+// TESSERA_TEST_HANG_RANK stops answering, as a rank stuck in compute would, before the step's
+// gradient all-reduce (TESSERA_TEST_HANG_AT=grad_sync, default) or its loss all-reduce (=loss);
+// TESSERA_TEST_PERTURB_RANK nudges one parameter after the update (--verify-replicas must fail).
+class PlantedFault final : public StepHooks {
+ public:
+  // rank: this rank's world rank.
+  static PlantedFault from_env(int rank);
+  bool any() const { return fail_ >= 0 || hang_ >= 0 || perturb_ >= 0; }
+  Status at(StepPoint point, int64_t step, ParamStore& store) override;
+
+ private:
+  int rank_ = 0, fail_ = -1, hang_ = -1, perturb_ = -1;
+  int64_t step_ = 2;
+  bool hang_at_loss_ = false;
 };
 
 }  // namespace tessera

@@ -2,7 +2,10 @@
 // "adam_v/<name>"), so any later layout (ZeRO shards, pipeline stages) can read its own ranges.
 #include "train/train_checkpoint.h"
 
+#include <algorithm>
+
 #include "checkpoint/catalog.h"
+#include "checkpoint/gather_records.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/writer.h"
 #include "model/config_json.h"
@@ -10,32 +13,35 @@
 namespace tessera {
 
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
-                                const ParamStore& store, AdamW& opt, const TrainingState& state, int keep_last,
-                                const nlohmann::json& run_config) {
+                                const ParamStore& store, AdamW& opt, FlatRange owned, const TrainingState& state,
+                                int keep_last, const nlohmann::json& run_config) {
   // Every rank must agree on the staging directory name: use rank 0's tag.
   uint64_t tag = checkpoint::default_staging_tag();
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
+  checkpoint::CheckpointWriter w(target, comm.rank());
   Status local;
-  if (comm.rank() == 0) {
-    checkpoint::CheckpointWriter w(target, 0);
-    for (const auto& p : store.layout().params()) {
-      const int64_t local_off = p.offset - opt.begin();
-      for (auto [prefix, base] : {std::pair<const char*, const float*>{"param/", store.params() + p.offset},
-                                  {"adam_m/", opt.m() + local_off}, {"adam_v/", opt.v() + local_off}}) {
-        local = w.add(prefix + p.name, DType::f32, p.shape, 0, p.numel, base);
-        if (!local.ok()) break;
-      }
+  for (const auto& p : store.layout().params()) {
+    // The part of this tensor inside the owned range (possibly empty: the key is still known).
+    const int64_t lo = std::clamp(owned.begin, p.offset, p.offset + p.numel);
+    const int64_t hi = std::clamp(owned.end, p.offset, p.offset + p.numel);
+    const int64_t opt_off = lo - opt.begin();
+    for (auto [prefix, base] : {std::pair<const char*, const float*>{"param/", store.params() + lo},
+                                {"adam_m/", opt.m() + opt_off}, {"adam_v/", opt.v() + opt_off}}) {
+      local = w.add(prefix + p.name, DType::f32, p.shape, lo - p.offset, hi - lo, base);
       if (!local.ok()) break;
     }
-    if (local.ok()) local = w.write_shard();
-    if (local.ok()) {
-      nlohmann::json st = {{"step", state.step},
-                           {"loader", {{"epoch", state.loader.epoch}, {"index", state.loader.index}}},
-                           {"adam_steps", state.adam_steps},
-                           {"run_config", run_config}};
-      local = checkpoint::write_manifest(target, {w.record()}, model_config_json(cfg), st);
-    }
+    if (!local.ok()) break;
+  }
+  if (local.ok()) local = w.write_shard();
+  TS_ASSIGN_OR_RETURN(std::vector<checkpoint::ShardRecord> records,
+                      checkpoint::all_gather_records(comm, local, w.record()));
+  if (comm.rank() == 0) {
+    nlohmann::json st = {{"step", state.step},
+                         {"loader", {{"epoch", state.loader.epoch}, {"index", state.loader.index}}},
+                         {"adam_steps", state.adam_steps},
+                         {"run_config", run_config}};
+    local = checkpoint::write_manifest(target, records, model_config_json(cfg), st);
     if (local.ok()) local = checkpoint::finalize(target);
     if (local.ok()) local = checkpoint::prune_checkpoints(run_dir, keep_last);
   }

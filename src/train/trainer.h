@@ -1,6 +1,7 @@
 // The trainer: builds the model, optimizer, data loaders and (for dp > 1) data parallelism from a
 // RunConfig, then runs training steps with logging, evaluation and checkpoints. One process is a
 // world of one; under mpirun every rank runs the same trainer on its slice of each global batch.
+// The pieces: training_run.h (set-up and per-step bookkeeping), train_step.h (the step itself).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +20,7 @@ struct TrainerOptions {
   std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)
   int64_t stop_after_steps = -1;  // stop (with a checkpoint) after this many steps of this invocation
   bool verify_replicas = false;   // after every step, check that all dp replicas hold bitwise-equal parameters
+  int ranks_per_node = 1;         // ranks sharing this machine's cores (MpiRuntime::ranks_on_this_node)
 };
 
 struct TrainSummary {

@@ -1,0 +1,133 @@
+// After each step: sanity checks, the training state, step timing, metrics and the progress line,
+// evaluation and checkpoint cadence; and the end-of-run summary.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/memory.h"
+#include "train/evaluate.h"
+#include "train/progress.h"
+#include "train/training_run.h"
+
+namespace tessera {
+namespace {
+
+double mem_mb() { return memory_stats().total_live / 1048576.0; }
+
+// Validation loss over the dp group (each rank evaluates its slice).
+Result<double> validation_loss(TrainingRun& run) {
+  TimelineSpan span(run.timeline, "eval", "eval");
+  run.val_loader->reset();
+  TS_ASSIGN_OR_RETURN(EvalResult local, evaluate_loss(*run.model, *run.val_loader, run.cfg.train.eval_batches));
+  float m = static_cast<float>(local.mean_loss);
+  TS_RETURN_IF_ERROR(run.grid->dp().all_reduce_async(&m, &m, 1, DType::f32, ReduceOp::avg).wait());  // times out
+  return static_cast<double>(m);
+}
+
+Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt) {
+  const RunConfig& cfg = run.cfg;
+  const int64_t step = run.state.step;
+  if (!run.lead || (step % std::max<int64_t>(1, cfg.train.log_interval) != 0 && step != cfg.train.steps))
+    return Status::ok_status();
+  const double tok_s = run.tokens_per_step() / dt;
+  const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();
+  const double mfu = flops_per_step / dt / 1e9 / (run.peak_gflops * run.world.size());
+  TrainEvent ev;
+  ev.step = step; ev.loss = r.loss; ev.lr = lr; ev.grad_norm = r.grad_norm; ev.tokens_per_s = tok_s;
+  ev.mfu = mfu; ev.mem_mb = mem_mb(); ev.time_s = Timeline::now_s() - run.clock.run_start;
+  TS_RETURN_IF_ERROR(run.metrics->log_train(ev));
+  if (!run.opts.quiet) {
+    const double mean_dt = run.clock.timed_steps ? run.clock.timed_s / run.clock.timed_steps : dt;
+    print_progress({step, cfg.train.steps, r.loss, lr, r.grad_norm, tok_s, mfu, mem_mb(),
+                    mean_dt * static_cast<double>(cfg.train.steps - step)});
+  }
+  return Status::ok_status();
+}
+
+Status evaluate_and_log(TrainingRun& run) {
+  TS_ASSIGN_OR_RETURN(double val, validation_loss(run));
+  run.summary.final_val_loss = val;
+  if (!run.lead) return Status::ok_status();
+  const double bpt = run.manifest.bytes_per_token();
+  nlohmann::json extra = nlohmann::json::object();
+  if (bpt > 0) extra["val_loss_per_byte"] = val / bpt;
+  TS_RETURN_IF_ERROR(run.metrics->log_eval(run.state.step, val, extra));
+  if (!run.opts.quiet) {
+    char per_byte[48] = "";
+    if (bpt > 0) std::snprintf(per_byte, sizeof per_byte, ", %.4f nats/byte", val / bpt);
+    std::printf("%sstep %lld: val loss %.4f (perplexity %.2f%s)\n", isatty(1) ? "\r\033[K" : "",
+                (long long)run.state.step, val, std::exp(val), per_byte);
+    std::fflush(stdout);
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+StepStart start_step_clock(const TrainingRun& run) {
+  return {Timeline::now_s(), run.loader->wait_seconds(), run.sync->exposed_wait_s()};
+}
+
+Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start) {
+  const RunConfig& cfg = run.cfg;
+  if (!std::isfinite(r.loss))
+    return internal_error("loss became " + std::to_string(r.loss) + " at step " + std::to_string(run.state.step) +
+                          ": lower optim.lr or enable optim.grad_clip");
+  if (run.opts.verify_replicas)
+    TS_RETURN_IF_ERROR(run.sync->verify_replicas("parameters after step " + std::to_string(run.state.step + 1)));
+  ++run.state.step;
+  ++run.clock.steps_this_run;
+  run.state.loader = run.loader->position();
+  run.state.adam_steps = run.sync->optimizer().steps_taken();
+  run.summary.losses.push_back(r.loss);
+
+  RunClock& c = run.clock;
+  const double dt = Timeline::now_s() - start.t0;
+  if (c.steps_this_run > 1 || cfg.train.steps - run.summary.first_step == 1) {  // the first step warms caches
+    c.timed_s += dt;
+    ++c.timed_steps;
+    c.loader_wait_s += run.loader->wait_seconds() - start.loader_wait;
+    c.exposed_s += run.sync->exposed_wait_s() - start.exposed_wait;
+  }
+  TS_RETURN_IF_ERROR(log_step(run, r, lr, dt));
+
+  const bool last = run.state.step == cfg.train.steps ||
+                    (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);
+  if (run.val_loader && (run.state.step % cfg.train.eval_interval == 0 || last))
+    TS_RETURN_IF_ERROR(evaluate_and_log(run));
+  const bool periodic = cfg.train.checkpoint_interval > 0 && run.state.step % cfg.train.checkpoint_interval == 0;
+  if (periodic || last) {
+    TimelineSpan span(run.timeline, "checkpoint", "io");
+    TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, *run.store,
+                                                run.sync->optimizer(), run.sync->checkpoint_range(), run.state,
+                                                static_cast<int>(cfg.train.keep_checkpoints), run.run_json));
+  }
+  return last;
+}
+
+Result<TrainSummary> finish_training(TrainingRun& run) {
+  TrainSummary& s = run.summary;
+  const RunClock& c = run.clock;
+  if (run.lead && !run.opts.quiet && isatty(1)) std::printf("\n");
+  s.last_step = run.state.step;
+  if (c.timed_steps > 0) {
+    s.tokens_per_s = run.tokens_per_step() * c.timed_steps / c.timed_s;
+    s.loader_wait_fraction = c.loader_wait_s / c.timed_s;
+    s.exposed_comm_fraction = c.exposed_s / c.timed_s;
+  }
+  if (run.lead && !run.opts.quiet && c.timed_steps > 0)
+    std::printf("done: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%\n",
+                (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
+                100 * s.exposed_comm_fraction);
+  if (run.timeline.enabled()) {
+    TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));
+    TS_RETURN_IF_ERROR(run.world.barrier());
+    if (run.lead) TS_RETURN_IF_ERROR(Timeline::merge(run.opts.trace_path, run.world.size()));
+  }
+  run.finished_ok = true;
+  return s;
+}
+
+}  // namespace tessera

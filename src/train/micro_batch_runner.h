@@ -1,0 +1,43 @@
+// MicroBatchRunner: runs the forward and backward passes of one training step's micro-batches and
+// tells the gradient strategy which backward completes the step. AccumulationRunner (gradient
+// accumulation on one model replica) is the first; pipeline schedules (a list of actions per
+// stage, executed by a runner) plug in here.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+#include "model/transformer.h"
+#include "parallel/gradient_sync.h"
+#include "train/timeline.h"
+
+namespace tessera {
+
+// Fills one micro-batch: B*T input tokens and their B*T targets.
+using BatchSource = std::function<void(int32_t* inputs, int32_t* targets)>;
+
+class MicroBatchRunner {
+ public:
+  virtual ~MicroBatchRunner() = default;
+  // Runs every micro-batch of one step, accumulating parameter gradients into the model's store
+  // (zeroed by the caller). Returns this rank's mean loss over the step's micro-batches.
+  virtual Result<double> run(Timeline& timeline) = 0;
+};
+
+// `micro_batches` forward/backward passes in a row, each backward scaled by 1/micro_batches; only
+// the last one lets the gradient strategy communicate.
+class AccumulationRunner final : public MicroBatchRunner {
+ public:
+  AccumulationRunner(Transformer& model, GradientSync& sync, BatchSource next_batch, int64_t micro_batches);
+  Result<double> run(Timeline& timeline) override;
+
+ private:
+  Transformer& model_;
+  GradientSync& sync_;
+  BatchSource next_batch_;
+  int64_t micro_batches_;
+  std::vector<int32_t> inputs_, targets_;  // (B, T) each
+};
+
+}  // namespace tessera

@@ -1,0 +1,27 @@
+// The training step, top to bottom.
+#include "train/train_step.h"
+
+namespace tessera {
+
+Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_clip) {
+  TS_RETURN_IF_ERROR(s.hooks.at(StepPoint::step_begin, step, s.store));
+  s.store.zero_grads();
+  TS_ASSIGN_OR_RETURN(double local_loss, s.runner.run(s.timeline));
+  {
+    TimelineSpan span(s.timeline, "grad sync wait", "comm");
+    TS_RETURN_IF_ERROR(s.sync.finish());
+  }
+  StepResult r;
+  {
+    TimelineSpan span(s.timeline, "optimizer", "compute");
+    TS_ASSIGN_OR_RETURN(r.grad_norm, s.sync.clip_grad_norm(grad_clip));
+    s.sync.optimizer_step(lr);
+  }
+  TS_RETURN_IF_ERROR(s.sync.gather_parameters());
+  TS_RETURN_IF_ERROR(s.hooks.at(StepPoint::after_update, step, s.store));
+  r.loss = static_cast<float>(local_loss);
+  TS_RETURN_IF_ERROR(s.sync.average_over_replicas(&r.loss, 1));
+  return r;
+}
+
+}  // namespace tessera

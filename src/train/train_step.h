@@ -1,0 +1,33 @@
+// One training step, shared by the trainer and bench/train_step.cpp: zero the gradients, run the
+// micro-batches, finish the gradient communication, clip, update, gather, and average the loss.
+// Each parallelism changes one of its parts (runner, gradient strategy), never this sequence.
+#pragma once
+#include <cstdint>
+
+#include "core/status.h"
+#include "model/param_layout.h"
+#include "parallel/gradient_sync.h"
+#include "train/micro_batch_runner.h"
+#include "train/step_hooks.h"
+#include "train/timeline.h"
+
+namespace tessera {
+
+// What one step works on; every member outlives the step.
+struct StepParts {
+  ParamStore& store;
+  MicroBatchRunner& runner;
+  GradientSync& sync;
+  StepHooks& hooks;
+  Timeline& timeline;
+};
+
+struct StepResult {
+  float loss = 0;       // mean over the step's micro-batches and the data-parallel replicas
+  float grad_norm = 0;  // global gradient norm before clipping
+};
+
+// step: the 1-based number of the step being taken (for the hooks); grad_clip: max norm (0 = off).
+Result<StepResult> train_step(StepParts& parts, int64_t step, float lr, float grad_clip);
+
+}  // namespace tessera

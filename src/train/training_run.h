@@ -1,0 +1,94 @@
+// TrainingRun: everything one `tessera train` invocation holds between steps (grid, data, model,
+// gradient strategy, runner, metrics, state), built by set_up_training and consumed by the step
+// loop in trainer.cpp. Split by concern: training_setup.cpp builds it, after_step.cpp does the
+// per-step bookkeeping (metrics, eval, checkpoints), run_directory.cpp handles out_dir and resume.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "comm/grid.h"
+#include "data/loader.h"
+#include "data/manifest.h"
+#include "model/param_layout.h"
+#include "model/transformer.h"
+#include "parallel/gradient_sync.h"
+#include "train/metrics.h"
+#include "train/micro_batch_runner.h"
+#include "train/run_config.h"
+#include "train/step_hooks.h"
+#include "train/timeline.h"
+#include "train/train_checkpoint.h"
+#include "train/train_step.h"
+#include "train/trainer.h"
+
+namespace tessera {
+
+// Step-time accounting of this invocation (the first step warms caches and is not timed).
+struct RunClock {
+  double run_start = 0;
+  double timed_s = 0, loader_wait_s = 0, exposed_s = 0;
+  int64_t timed_steps = 0, steps_this_run = 0;
+};
+
+struct TrainingRun {
+  TrainingRun(const RunConfig& cfg, Communicator& world, const TrainerOptions& opts);
+  // On an error the peers may still sit in a collective, and freeing the grid's communicators is
+  // collective (MPI_Win_free): this rank would hang there instead of reaching abort_job. So an
+  // unfinished run leaks its grid (the launcher issue adds an explicit abandon step).
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  StepParts step_parts() { return {*store, *runner, *sync, *hooks, timeline}; }
+  int64_t dp_size() const { return grid->shape().dp; }
+  double tokens_per_step() const;
+
+  const RunConfig& cfg;
+  Communicator& world;
+  const TrainerOptions opts;
+  const bool lead;                 // world rank 0: prints, writes metrics
+  const nlohmann::json run_json;   // the resolved config, as checkpoints store it
+  std::unique_ptr<Grid> grid;      // declared first: destroyed last (or leaked, see above)
+  bool finished_ok = false;
+  int threads = 1;
+  double peak_gflops = 0;          // sgemm peak of this rank's threads, measured at set-up
+  DatasetManifest manifest;
+  std::unique_ptr<DataLoader> loader;
+  std::optional<EvalLoader> val_loader;
+  std::unique_ptr<ParamStore> store;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<GradientSync> sync;
+  std::unique_ptr<MicroBatchRunner> runner;
+  std::unique_ptr<StepHooks> hooks;
+  Timeline timeline;
+  std::optional<MetricsWriter> metrics;
+  TrainingState state;
+  TrainSummary summary;
+  RunClock clock;
+};
+
+// Builds the run: agreement checks, threads, data, model, gradient strategy, resume, metrics.
+// Every rank returns the same ok/error for the collective parts.
+Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Communicator& world,
+                                                     const TrainerOptions& opts);
+
+// Snapshot of the counters a step's timing reads, taken before the step.
+struct StepStart {
+  double t0, loader_wait, exposed_wait;
+};
+StepStart start_step_clock(const TrainingRun& run);
+
+// After a step: checks, state, timing, metrics and progress, evaluation, checkpoint cadence.
+// Returns true when the run must stop (last step, or --stop-after reached).
+Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start);
+
+// End of the run: summary line, timeline files; marks the run finished.
+Result<TrainSummary> finish_training(TrainingRun& run);
+
+// Run directory and resume (run_directory.cpp): refuses to overwrite another run, or restores the
+// latest complete checkpoint into the store, optimizer and loader.
+Status prepare_run_directory(TrainingRun& run);
+
+}  // namespace tessera

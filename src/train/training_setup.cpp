@@ -1,0 +1,163 @@
+// set_up_training: from a RunConfig to a ready TrainingRun (grid, threads, data, model, gradient
+// strategy, micro-batch runner, resume, metrics), with every rank agreeing on each outcome.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "backend/sgemm_peak.h"
+#include "comm/agreement.h"
+#include "core/log.h"
+#include "model/hf_weights.h"
+#include "parallel/data_parallel.h"
+#include "train/planted_fault.h"
+#include "train/training_run.h"
+
+namespace tessera {
+namespace {
+
+// Threads per rank: the configured number, or the machine's cores shared among the ranks on it.
+int choose_threads(int configured, int ranks_per_node) {
+  if (configured > 0) return configured;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks_per_node));
+}
+
+Status check_world(const RunConfig& cfg, int world) {
+  const auto& p = cfg.parallel;
+  if (p.pp != 1 || p.tp != 1)
+    return invalid_argument("parallel.pp and parallel.tp must be 1: pipeline and tensor parallelism are not "
+                            "implemented yet (use parallel.dp)");
+  if (p.dp != world)
+    return invalid_argument("parallel.dp=" + std::to_string(p.dp) + " but the job has " + std::to_string(world) +
+                            " ranks: set parallel.dp=" + std::to_string(world) + " or launch with mpirun -np " +
+                            std::to_string(p.dp));
+  return Status::ok_status();
+}
+
+// Every rank must agree on the outcome of a local check, or the job would hang in a collective.
+Status agree_on(Communicator& world, const Status& local) {
+  int32_t bad = local.ok() ? 0 : 1, any_bad = 0;
+  TS_RETURN_IF_ERROR(world.all_reduce(&bad, &any_bad, 1, DType::i32, ReduceOp::max));
+  if (!local.ok()) return local;
+  if (any_bad) return invalid_argument("another rank failed during set-up (see its message)");
+  return Status::ok_status();
+}
+
+// The dataset manifest, verified (checksums on the lead rank only) and matched to the model.
+Status open_dataset(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  TS_ASSIGN_OR_RETURN(run.manifest, load_manifest(cfg.data.dir));
+  TS_RETURN_IF_ERROR(verify_dataset(run.manifest, /*check_checksums=*/run.lead));
+  if (run.manifest.vocab_size > cfg.model.vocab_size)
+    return invalid_argument("dataset " + cfg.data.dir + " uses a tokenizer with vocabulary " +
+                            std::to_string(run.manifest.vocab_size) + " but model.vocab_size is " +
+                            std::to_string(cfg.model.vocab_size) + ": set model.vocab_size >= " +
+                            std::to_string(run.manifest.vocab_size));
+  return Status::ok_status();
+}
+
+// Train and validation loaders over this rank's dp slice.
+Status open_loaders(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  const int B = static_cast<int>(cfg.train.micro_batch), T = static_cast<int>(cfg.data.seq_len);
+  const int dp_rank = run.grid->coord().dp, dp_size = run.grid->shape().dp;
+  LoaderConfig lc;
+  lc.B = B; lc.T = T; lc.seed = cfg.train.seed;
+  lc.rank = dp_rank; lc.world = dp_size;
+  TS_ASSIGN_OR_RETURN(run.loader, DataLoader::open(run.manifest, "train", lc));
+  if (cfg.train.eval_interval > 0) {
+    auto v = EvalLoader::open(run.manifest, "val", B, T, dp_rank, dp_size);
+    if (v.ok()) run.val_loader.emplace(std::move(v).value());
+    else if (run.lead) log_warn("no validation loss: " + v.status().message());
+  }
+  return Status::ok_status();
+}
+
+// Parameters (initialised, or imported), the model, the gradient strategy and the step's runner.
+Status build_model(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  const ModelConfig& mc = cfg.model;
+  run.store = std::make_unique<ParamStore>(ParamLayout(mc));
+  init_parameters(*run.store, mc, cfg.train.seed);
+  if (!cfg.init_weights.empty())
+    TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, mc, run.store->layout(), run.store->params()));
+  run.model = std::make_unique<Transformer>(mc, *run.store, cfg.train.micro_batch, cfg.data.seq_len);
+  run.sync = std::make_unique<DataParallel>(run.grid->dp(), *run.store, cfg.optim,
+                                            static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
+  GradientSync* sync = run.sync.get();
+  run.model->set_grad_ready_callback([sync](int layer) { sync->on_layer_ready(layer); });
+  DataLoader* loader = run.loader.get();
+  run.runner = std::make_unique<AccumulationRunner>(
+      *run.model, *run.sync, [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); },
+      cfg.train.grad_accum);
+  if (run.timeline.enabled())  // the label is built per bucket and step: only when tracing
+    run.sync->set_trace([&tl = run.timeline](size_t b, double t0, double t1) {
+      tl.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1);
+    });
+  return Status::ok_status();
+}
+
+void print_banner(const TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  const ModelConfig& mc = cfg.model;
+  std::printf("tessera: %s (%s, %.2fM parameters), %d rank(s) x %d thread(s), global batch %lld tokens "
+              "(%lld x %lld x %lld accum x %lld dp), steps %lld%s\n",
+              mc.name.c_str(), std::string(arch_name(mc.arch)).c_str(), mc.num_parameters() / 1e6, run.world.size(),
+              run.threads, (long long)cfg.train.batch_tokens, (long long)cfg.train.micro_batch,
+              (long long)cfg.data.seq_len, (long long)cfg.train.grad_accum, (long long)run.dp_size(),
+              (long long)cfg.train.steps,
+              run.opts.resume ? (", resuming after step " + std::to_string(run.state.step)).c_str() : "");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+TrainingRun::TrainingRun(const RunConfig& c, Communicator& w, const TrainerOptions& o)
+    : cfg(c), world(w), opts(o), lead(w.rank() == 0), run_json(to_json(c)),
+      timeline(!o.trace_path.empty(), w.rank()) {}
+
+TrainingRun::~TrainingRun() {
+  if (!finished_ok) (void)grid.release();
+}
+
+double TrainingRun::tokens_per_step() const {
+  return static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len * cfg.train.grad_accum * dp_size());
+}
+
+Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Communicator& world,
+                                                     const TrainerOptions& opts) {
+  TS_RETURN_IF_ERROR(check_world(cfg, world.size()));
+  auto run = std::make_unique<TrainingRun>(cfg, world, opts);
+  TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(world, GridShape{cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp}));
+  run->grid = std::make_unique<Grid>(std::move(grid));
+  // Ranks launched with different configs (or binaries) must not meet in a collective.
+  TS_RETURN_IF_ERROR(check_agreement(world, "run config", agreement_hash(run->run_json.dump())));
+
+  run->threads = choose_threads(cfg.train.threads, opts.ranks_per_node);
+  omp_set_num_threads(run->threads);
+  // Measured before the loader's prefetch thread exists, so nothing competes with it.
+  run->peak_gflops = ops::measure_sgemm_peak_gflops();
+
+  TS_RETURN_IF_ERROR(agree_on(world, open_dataset(*run)));
+  TS_RETURN_IF_ERROR(open_loaders(*run));
+  TS_RETURN_IF_ERROR(build_model(*run));
+  TS_RETURN_IF_ERROR(agree_on(world, prepare_run_directory(*run)));
+  TS_RETURN_IF_ERROR(check_agreement(world, "parameter count", static_cast<uint64_t>(run->store->numel())));
+  TS_RETURN_IF_ERROR(run->sync->broadcast_parameters());
+  run->hooks = std::make_unique<PlantedFault>(PlantedFault::from_env(world.rank()));
+
+  if (run->lead) {
+    TS_ASSIGN_OR_RETURN(MetricsWriter mw, MetricsWriter::open(cfg.train.out_dir, /*append=*/opts.resume));
+    run->metrics.emplace(std::move(mw));
+    std::FILE* f = std::fopen((cfg.train.out_dir + "/config.toml").c_str(), "w");
+    if (f) { std::fputs(cfg.to_toml().c_str(), f); std::fclose(f); }
+    if (!opts.quiet) print_banner(*run);
+  }
+  run->summary.first_step = run->state.step;
+  run->clock.run_start = Timeline::now_s();
+  return run;
+}
+
+}  // namespace tessera
