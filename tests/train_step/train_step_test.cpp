@@ -89,12 +89,25 @@ struct Fixture {
   }
 };
 
+ParamStore initialised_store(const ModelConfig& cfg) {
+  ParamStore store{ParamLayout(cfg)};
+  init_parameters(store, cfg, 1);
+  return store;
+}
+
+// One model replica with its recording strategy.
+struct Replica {
+  ParamStore store;
+  Transformer model;
+  RecordingSync sync;
+  explicit Replica(const Fixture& f)
+      : store(initialised_store(f.cfg)), model(f.cfg, store, f.B, f.T), sync(store) {}
+};
+
 TEST(TrainStep, StrategySeesTheDocumentedOrder) {
   Fixture f;
-  ParamStore store{ParamLayout(f.cfg)};
-  init_parameters(store, f.cfg, 1);
-  Transformer model(f.cfg, store, f.B, f.T);
-  RecordingSync sync(store);
+  Replica rep(f);
+  auto& [store, model, sync] = rep;
   model.set_grad_ready_callback([&](int l) { sync.on_layer_ready(l); });
   AccumulationRunner runner(model, sync, f.source(), 2);
   RecordingHooks hooks;
@@ -115,8 +128,7 @@ TEST(TrainStep, EqualsThePlainAccumulateClipUpdateSequence) {
   Fixture f;
   const float lr = 2e-3f, clip = 0.5f;
   // Reference: written out by hand.
-  ParamStore ref{ParamLayout(f.cfg)};
-  init_parameters(ref, f.cfg, 1);
+  ParamStore ref = initialised_store(f.cfg);
   Transformer ref_model(f.cfg, ref, f.B, f.T);
   AdamW ref_opt(ref.layout(), AdamWConfig{});
   ref.zero_grads();
@@ -128,10 +140,8 @@ TEST(TrainStep, EqualsThePlainAccumulateClipUpdateSequence) {
   const float ref_norm = clip_grad_norm(ref.grads(), ref.numel(), clip);
   ref_opt.step(ref.params(), ref.grads(), lr);
 
-  ParamStore store{ParamLayout(f.cfg)};
-  init_parameters(store, f.cfg, 1);
-  Transformer model(f.cfg, store, f.B, f.T);
-  RecordingSync sync(store);
+  Replica rep(f);
+  auto& [store, model, sync] = rep;
   AccumulationRunner runner(model, sync, f.source(), f.kMicro);
   StepHooks no_hooks;
   Timeline tl(false, 0);
@@ -146,10 +156,8 @@ TEST(TrainStep, EqualsThePlainAccumulateClipUpdateSequence) {
 
 TEST(TrainStep, AHookErrorEndsTheStepBeforeAnyWork) {
   Fixture f;
-  ParamStore store{ParamLayout(f.cfg)};
-  init_parameters(store, f.cfg, 1);
-  Transformer model(f.cfg, store, f.B, f.T);
-  RecordingSync sync(store);
+  Replica rep(f);
+  auto& [store, model, sync] = rep;
   AccumulationRunner runner(model, sync, f.source(), 1);
   RecordingHooks hooks;
   hooks.fail_at_begin = true;
