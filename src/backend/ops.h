@@ -32,6 +32,17 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
                         int64_t C);
 
+// ---- vocabulary-parallel embedding: wte = [E_1; ...; E_p] by vocabulary rows ----
+// A shard holds rows [lo, hi) of wte as wte(hi-lo, C). out(B,T,C) = (lo <= tok < hi ? wte[tok-lo] : 0)
+// + (wpe ? wpe[t] : 0). Summing the outputs of shards that cover the vocabulary, with wpe passed
+// to exactly one of them, gives embedding_forward (bitwise: the other terms are +0).
+void embedding_forward_range(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B,
+                             int64_t T, int64_t C, int64_t lo, int64_t hi);
+// dwte(hi-lo, C) += scatter of the dout rows whose token is in [lo, hi); dwpe(T,C) += sum_b dout
+// (dwpe may be null). Same summation order as embedding_backward.
+void embedding_backward_range(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
+                              int64_t T, int64_t C, int64_t lo, int64_t hi);
+
 // ---- normalisation ----
 // LayerNorm over the last dim; mean(N), rstd(N) saved for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -77,6 +88,24 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 // so the (N,V) probabilities never need a buffer of their own.
 void softmax_crossentropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V,
                           float dlogits_scale);
+
+// ---- vocabulary-parallel cross-entropy: logits Z = [Z_1 ... Z_p] split by vocabulary columns ----
+// A shard: logits(N, Vl) = columns [lo, lo+Vl) of Z; only the first `valid` columns are real, the
+// rest (vocabulary padding) count as -inf. With m = max_r row_max_r (all-reduce MAX) and
+// [s, zt] = sum_r stats_r (all-reduce SUM), loss = log(s) - zt and dZ_r = softmax_r - onehot_r:
+// the split form of softmax_crossentropy that never gathers Z.
+// 1. row_max(N) = max over the valid columns of each row (-inf when valid == 0).
+void crossentropy_rowmax(float* row_max, const float* logits, int64_t N, int64_t Vl, int64_t valid);
+// 2. stats(N,2) = [sum_{j<valid} exp(z_j - m), z_target - m if target in [lo, lo+valid) else 0],
+// m = row_max (the global one); rows with target < 0 get [0, 0]. Sums in double, stored as f32.
+void crossentropy_sumexp_target(float* stats, const float* logits, const float* row_max, const int32_t* targets,
+                                int64_t N, int64_t Vl, int64_t valid, int64_t lo);
+// 3. From the global row_max(N) and stats(N,2): losses(N) = log(s) - zt (0 for target < 0). When
+// dlogits_scale != 0 the logits are OVERWRITTEN by (softmax - onehot(target)) * dlogits_scale over
+// this shard (padding columns and ignored rows 0), as softmax_crossentropy does.
+void crossentropy_finish(float* losses, float* logits, const float* stats, const float* row_max,
+                         const int32_t* targets, int64_t N, int64_t Vl, int64_t valid, int64_t lo,
+                         float dlogits_scale);
 
 // ---- optimizer ----
 // Fused AdamW with decoupled weight decay, as torch.optim.AdamW:
