@@ -1,0 +1,105 @@
+// Pipeline stage balancing: a linear-partition dynamic programme over per-layer costs.
+#include "parallel/stage_balance.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+namespace tessera {
+
+std::vector<LayerCost> model_piece_costs(const ModelConfig& c, int64_t T) {
+  const double C = c.d_model, F = c.d_ff, V = c.vocab_size, Q = c.qkv_width();
+  const double FC = c.arch == Arch::llama ? 2 * F : F;
+  const double layer_params = Q * C + C * C + FC * C + C * F + 4 * C;
+  const double attn_flops = 2.0 * 2.0 * T * C * 0.5 * 3.0;  // QK^T and AV, causal, forward + backward
+  // Saved per token (floats): ln1, qkv, atty, residual2, ln2, fch, fch_act, residual3 (+ small stats).
+  const double layer_acts = 4.0 * (C + Q + C + C + C + FC + F + C);
+  std::vector<LayerCost> costs;
+  const double embed_params = V * C + (c.arch == Arch::gpt2 ? c.max_seq_len * C : 0);
+  costs.push_back({2.0 * C, 16.0 * embed_params, 4.0 * C});  // lookup and scatter-add only
+  for (int64_t l = 0; l < c.n_layer; ++l) costs.push_back({6.0 * layer_params + attn_flops, 16.0 * layer_params, layer_acts});
+  // The head's matmul (forward + backward) and its logits; a tied head adds no parameters of its own.
+  const double head_params = (c.tied_embeddings ? 0 : V * C) + 2 * C;
+  costs.push_back({6.0 * V * C, 16.0 * head_params, 4.0 * (2 * C + V)});
+  return costs;
+}
+
+namespace {
+
+StageSplit measure(const std::vector<LayerCost>& costs, std::vector<int> bounds) {
+  StageSplit s;
+  const int S = static_cast<int>(bounds.size()) - 1, L = bounds.back();
+  for (int st = 0; st < S; ++st) {
+    double f = 0, b = 0;
+    for (int l = bounds[st]; l < bounds[st + 1]; ++l) f += costs[l + 1].flops, b += costs[l + 1].param_bytes + costs[l + 1].act_bytes;
+    if (st == 0) f += costs[0].flops, b += costs[0].param_bytes + costs[0].act_bytes;
+    if (st == S - 1) f += costs[L + 1].flops, b += costs[L + 1].param_bytes + costs[L + 1].act_bytes;
+    s.flops.push_back(f);
+    s.bytes.push_back(b);
+  }
+  s.bounds = std::move(bounds);
+  return s;
+}
+
+}  // namespace
+
+std::string StageSplit::describe() const {
+  std::string out;
+  const double worst = *std::max_element(flops.begin(), flops.end());
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s[%d,%d) %.0f%%", s ? " " : "", bounds[s], bounds[s + 1], 100.0 * flops[s] / worst);
+    out += buf;
+  }
+  return out;
+}
+
+Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages) {
+  const int L = static_cast<int>(cfg.n_layer);
+  if (stages < 1 || stages > L)
+    return invalid_argument("parallel.pp=" + std::to_string(stages) + " needs at least one layer per stage but the model has " +
+                            std::to_string(L) + " layers: use parallel.pp <= " + std::to_string(L));
+  const auto costs = model_piece_costs(cfg, T);
+  // best[s][l]: the smallest possible (largest stage flops, largest stage bytes) when layers [0, l)
+  // form stages 0..s-1; cut[s][l] the start of stage s-1 in that split.
+  using Score = std::pair<double, double>;
+  const Score inf{std::numeric_limits<double>::infinity(), 0};
+  std::vector<std::vector<Score>> best(stages + 1, std::vector<Score>(L + 1, inf));
+  std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(L + 1, 0));
+  auto stage_cost = [&](int s, int lo, int hi) {  // stage s (0-based) holding layers [lo, hi)
+    double f = 0, b = 0;
+    for (int l = lo; l < hi; ++l) f += costs[l + 1].flops, b += costs[l + 1].param_bytes + costs[l + 1].act_bytes;
+    if (s == 0) f += costs[0].flops, b += costs[0].param_bytes + costs[0].act_bytes;
+    if (s == stages - 1) f += costs[L + 1].flops, b += costs[L + 1].param_bytes + costs[L + 1].act_bytes;
+    return Score{f, b};
+  };
+  best[0][0] = {0, 0};
+  for (int s = 1; s <= stages; ++s)
+    for (int hi = s; hi <= L - (stages - s); ++hi)
+      for (int lo = s - 1; lo < hi; ++lo) {
+        if (best[s - 1][lo] == inf) continue;
+        const Score here = stage_cost(s - 1, lo, hi);
+        const Score cand{std::max(best[s - 1][lo].first, here.first), std::max(best[s - 1][lo].second, here.second)};
+        if (cand < best[s][hi]) best[s][hi] = cand, cut[s][hi] = lo;
+      }
+  std::vector<int> bounds(stages + 1);
+  bounds[stages] = L;
+  for (int s = stages; s > 0; --s) bounds[s - 1] = cut[s][bounds[s]];
+  return measure(costs, std::move(bounds));
+}
+
+Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts) {
+  std::vector<int> bounds{0};
+  for (size_t s = 0; s < counts.size(); ++s) {
+    if (counts[s] < 1)
+      return invalid_argument("parallel.stage_layers[" + std::to_string(s) + "] = " + std::to_string(counts[s]) +
+                              ": every stage needs at least one layer");
+    bounds.push_back(bounds.back() + static_cast<int>(counts[s]));
+  }
+  if (bounds.back() != cfg.n_layer)
+    return invalid_argument("parallel.stage_layers sums to " + std::to_string(bounds.back()) + " layers but the model has " +
+                            std::to_string(cfg.n_layer) + ": make the counts add up to model.n_layer");
+  return measure(model_piece_costs(cfg, T), std::move(bounds));
+}
+
+}  // namespace tessera

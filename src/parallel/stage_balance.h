@@ -1,0 +1,40 @@
+// Splitting a model's layers into pipeline stages: a cost model of each layer's compute and memory
+// (embedding and head included), the split that minimises the slowest stage, and the check of a
+// split given by hand (parallel.stage_layers).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace tessera {
+
+// Cost of one piece of the model for one token of a micro-batch of sequence length T.
+struct LayerCost {
+  double flops = 0;        // forward + backward
+  double param_bytes = 0;  // parameters, gradients and AdamW moments (16 bytes per parameter)
+  double act_bytes = 0;    // activations kept for backward, per token
+};
+
+// Costs of the embedding, each transformer layer and the final norm + head (in that order: L + 2).
+std::vector<LayerCost> model_piece_costs(const ModelConfig& cfg, int64_t T);
+
+// A split of layers [0, L) into S consecutive stages: bounds[s] .. bounds[s+1] is stage s's range
+// (bounds.size() == S + 1, bounds[0] == 0, bounds[S] == L). Stage 0 also holds the embedding and
+// stage S-1 the head.
+struct StageSplit {
+  std::vector<int> bounds;
+  std::vector<double> flops;   // per stage, per token
+  std::vector<double> bytes;   // per stage: parameter state + activations of one micro-batch token
+  std::string describe() const;  // "[0,3) [3,6) ..." with the relative cost of each stage
+};
+
+// The split of L layers into `stages` non-empty stages minimising the largest stage compute (ties:
+// the smaller largest memory). Error when stages > L.
+Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages);
+// A split given as layer counts per stage (parallel.stage_layers): each >= 1, summing to L.
+Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts);
+
+}  // namespace tessera

@@ -1,0 +1,78 @@
+// Pipeline stage balancing: the split minimises the slowest stage (checked against every split by
+// brute force), covers every layer once, and hand-given splits are validated.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "model/config.h"
+#include "parallel/stage_balance.h"
+
+namespace tessera {
+namespace {
+
+ModelConfig preset(const char* name) { return model_preset(name).value(); }
+
+double worst(const StageSplit& s) { return *std::max_element(s.flops.begin(), s.flops.end()); }
+
+// Every split of L layers into S non-empty stages.
+void for_each_split(int L, int S, const std::function<void(const std::vector<int64_t>&)>& fn) {
+  std::vector<int64_t> counts;
+  std::function<void(int, int)> rec = [&](int left, int stages) {
+    if (stages == 1) {
+      counts.push_back(left);
+      fn(counts);
+      counts.pop_back();
+      return;
+    }
+    for (int c = 1; c <= left - (stages - 1); ++c) {
+      counts.push_back(c);
+      rec(left - c, stages - 1);
+      counts.pop_back();
+    }
+  };
+  rec(L, S);
+}
+
+TEST(StageBalance, MinimisesTheSlowestStageAmongAllSplits) {
+  for (const char* name : {"tiny", "tiny-llama", "bench-tiny", "bench-small", "gpt2"}) {
+    ModelConfig cfg = preset(name);
+    const int L = static_cast<int>(cfg.n_layer);
+    for (int S = 1; S <= std::min(L, 4); ++S) {
+      auto best = balance_stages(cfg, 64, S);
+      ASSERT_TRUE(best.ok()) << best.status().message();
+      ASSERT_EQ(best->bounds.size(), static_cast<size_t>(S + 1));
+      EXPECT_EQ(best->bounds.front(), 0);
+      EXPECT_EQ(best->bounds.back(), L);
+      for (int s = 0; s < S; ++s) EXPECT_LT(best->bounds[s], best->bounds[s + 1]) << name << " S=" << S;
+      double brute = 1e300;
+      for_each_split(L, S, [&](const std::vector<int64_t>& counts) {
+        brute = std::min(brute, worst(split_from_layer_counts(cfg, 64, counts).value()));
+      });
+      EXPECT_DOUBLE_EQ(worst(*best), brute) << name << " S=" << S << ": " << best->describe();
+    }
+  }
+}
+
+TEST(StageBalance, AHeavyHeadGivesTheLastStageFewerLayers) {
+  // gpt2: the 50257 x 768 head costs about two layers' compute, so 12 layers over 4 stages are not 3/3/3/3.
+  auto s = balance_stages(preset("gpt2"), 1024, 4);
+  ASSERT_TRUE(s.ok());
+  EXPECT_LT(s->bounds[4] - s->bounds[3], 3) << s->describe();
+}
+
+TEST(StageBalance, RejectsImpossibleSplitsNamingTheFix) {
+  ModelConfig cfg = preset("bench-tiny");  // 4 layers
+  auto too_many = balance_stages(cfg, 64, 5);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("parallel.pp <= 4"), std::string::npos) << too_many.status().message();
+  auto bad_sum = split_from_layer_counts(cfg, 64, {1, 2});
+  ASSERT_FALSE(bad_sum.ok());
+  EXPECT_NE(bad_sum.status().message().find("sums to 3 layers but the model has 4"), std::string::npos);
+  auto empty = split_from_layer_counts(cfg, 64, {4, 0});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("at least one layer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera
