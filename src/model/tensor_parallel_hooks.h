@@ -28,12 +28,18 @@
 //   reduce-scatter / all-gather. Every hook therefore gets the whole buffer with its row count and
 //   width; rank r's sequence shard is rows [r*rows/p, (r+1)*rows/p), so both can run in place.
 //
-// Status today: the Transformer calls every hook below at its point, but runs only with
-// tp_size() == 1 (TS_CHECKed): the sharded math (local head/ffn/vocab sizes, a masked embedding
-// lookup, the split loss ops) lands with the tensor-parallel issue. Until then the loss is the
-// fused ops::softmax_crossentropy and the two cross_entropy_* hooks get data == nullptr.
+// The Transformer runs the sharded math when its ParamLayout is a tp shard (local head, ffn and
+// vocabulary sizes, ops::embedding_forward_range, the split ops::crossentropy_* ops); at tp size 1
+// it keeps the fused ops::softmax_crossentropy and the two cross_entropy_* hooks get data == nullptr.
+// The communicating implementation is parallel/tensor_parallel.h (TensorParallel).
+//
+// Errors: hooks return nothing, so a forward/backward reads top to bottom. An implementation that
+// can fail records its first failure, skips its later communication and reports it in status();
+// the caller checks status() (or Transformer::tp_status()) after each forward and backward.
 #pragma once
 #include <cstdint>
+
+#include "core/status.h"
 
 namespace tessera {
 
@@ -67,6 +73,8 @@ class TensorParallelHooks {
   virtual void cross_entropy_max(const TpRegion& row_max) = 0;
   // Per-row [sum-exp, target logit] (rows, 2), all-reduce SUM.
   virtual void cross_entropy_sum(const TpRegion& row_sums) = 0;
+  // The first communication failure of any hook since construction (ok when none).
+  virtual Status status() const { return Status::ok_status(); }
 };
 
 // A world of one: every hook is the identity. The Transformer's default.

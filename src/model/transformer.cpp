@@ -1,8 +1,11 @@
 // Transformer forward and backward over a layer range, composed from the ops in backend/ops.h.
 // GPT-2 blocks: x += proj(attn(LN1(x))); x += proj(gelu(fc(LN2(x)))).
 // LLaMA blocks: the same with RMSNorm, RoPE on q/k and SwiGLU; no biases.
+// Tensor parallelism (tp size p > 1, Megatron): each rank runs NH/p heads, NKV/p KV heads, d_ff/p
+// of the MLP and V/p (padded) of the vocabulary; the hooks combine the partial results.
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -19,11 +22,12 @@ Buffer act_buffer(int64_t numel) {
 void zero(Buffer& b) { std::memset(b.data(), 0, b.bytes()); }
 }  // namespace
 
-// Saved activations of one layer (N = B*T rows).
+// Saved activations of one layer (N = B*T rows). Under tensor parallelism NH, NKV, Q, A, F, FC and
+// V are this rank's local sizes (NH/p, ..., padded V/p); C and N are whole.
 struct LayerActs {
   Buffer ln1, ln1_mean, ln1_rstd;  // (N,C) (N) (N)
-  Buffer qkv;                      // (N, (NH+2NKV)*HS), after RoPE
-  Buffer atty;                     // (N, C) attention output before projection
+  Buffer qkv;                      // (N, Q) Q = (NH+2NKV)*HS, after RoPE
+  Buffer atty;                     // (N, A) A = NH*HS, attention output before projection
   Buffer lse;                      // (B, NH, T)
   Buffer residual2;                // (N, C) x + attention branch
   Buffer ln2, ln2_mean, ln2_rstd;  // (N,C) (N) (N)
@@ -38,10 +42,11 @@ struct Transformer::Acts {
   Buffer lnf, lnf_mean, lnf_rstd;  // (N, C) (N) (N)
   Buffer logits;                   // (N, V); holds dlogits after a forward with targets
   Buffer losses;                   // (N)
+  Buffer ce_max, ce_stats;         // (N) (N, 2) row statistics of the vocabulary-parallel loss (tp > 1)
   // Backward scratch, shared by all layers.
   Buffer dresidual;                // (N, C) gradient of the residual stream
   Buffer dln;                      // (N, C)
-  Buffer datty;                    // (N, C)
+  Buffer datty;                    // (N, A)
   Buffer dqkv;                     // (N, Q)
   Buffer dfch;                     // (N, FC)
   Buffer dfch_act;                 // (N, F)
@@ -68,15 +73,15 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
       first_(store.layout().first_layer()), last_(store.layout().last_layer()),
       acts_(std::make_unique<Acts>()), w_(std::make_unique<Weights>()) {
   TS_CHECK(T <= cfg.max_seq_len) << "T=" << T << " exceeds max_seq_len=" << cfg.max_seq_len;
-  TS_CHECK(store.layout().tp().size == 1)
-      << "Transformer: a tensor-parallel layout (tp size " << store.layout().tp().size
-      << ") needs the sharded math (local heads, d_ff and vocabulary, masked embedding, split loss), "
-         "which is not implemented yet; use tp size 1";
-  const int64_t N = B * T, C = cfg.d_model, Q = cfg.qkv_width(), F = cfg.d_ff;
-  const int64_t FC = cfg.arch == Arch::llama ? 2 * F : F;
+  const ParamLayout& layout = store.layout();
+  tp_rank_ = layout.tp().rank;
+  tp_size_ = layout.tp().size;
+  vocab_lo_ = layout.local_vocab_range().first;
+  const Dims d = dims();
+  vocab_valid_ = std::clamp<int64_t>(cfg.vocab_size - vocab_lo_, 0, d.V);
+  const int64_t N = d.N, C = d.C, Q = d.Q, F = d.F, FC = d.FC, A = d.A;
 
   // Resolve every tensor once.
-  const ParamLayout& layout = store.layout();
   auto both = [&](const std::string& name, float*& param, float*& grad) {
     if (const ParamInfo* info = layout.find(name)) {
       param = store.params() + info->offset;
@@ -122,8 +127,8 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
     LayerActs la;
     la.ln1 = act_buffer(N * C); la.ln1_mean = act_buffer(N); la.ln1_rstd = act_buffer(N);
     la.qkv = act_buffer(N * Q);
-    la.atty = act_buffer(N * C);
-    la.lse = act_buffer(B * cfg.n_head * T);
+    la.atty = act_buffer(N * A);
+    la.lse = act_buffer(B * d.NH * T);
     la.residual2 = act_buffer(N * C);
     la.ln2 = act_buffer(N * C); la.ln2_mean = act_buffer(N); la.ln2_rstd = act_buffer(N);
     la.fch = act_buffer(N * FC);
@@ -133,15 +138,19 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
   }
   if (is_last_stage()) {
     a.lnf = act_buffer(N * C); a.lnf_mean = act_buffer(N); a.lnf_rstd = act_buffer(N);
-    a.logits = act_buffer(N * cfg.vocab_size);
+    a.logits = act_buffer(N * d.V);
     a.losses = act_buffer(N);
+    if (tp_size_ > 1) {
+      a.ce_max = act_buffer(N);
+      a.ce_stats = act_buffer(2 * N);
+    }
   } else {
     a.output_grad = act_buffer(N * C);
   }
   if (!is_first_stage()) a.input_grad = act_buffer(N * C);
   a.dresidual = act_buffer(N * C);
   a.dln = act_buffer(N * C);
-  a.datty = act_buffer(N * C);
+  a.datty = act_buffer(N * A);
   a.dqkv = act_buffer(N * Q);
   a.dfch = act_buffer(N * FC);
   a.dfch_act = act_buffer(N * F);
@@ -151,11 +160,18 @@ Transformer::~Transformer() = default;
 
 void Transformer::set_tensor_parallel_hooks(TensorParallelHooks* hooks) {
   TensorParallelHooks* h = hooks ? hooks : &identity_tp_;
-  TS_CHECK(h->tp_size() == 1 && h->tp_rank() == 0)
-      << "Transformer: tensor-parallel hooks with tp_size " << h->tp_size() << " (rank " << h->tp_rank()
-      << "): the hook points are in place but the sharded math (local heads, d_ff and vocabulary, masked "
-         "embedding lookup, split cross-entropy) lands with tensor parallelism; only tp_size 1 runs";
+  TS_CHECK(h->tp_size() == tp_size_ && h->tp_rank() == tp_rank_)
+      << "Transformer: tensor-parallel hooks of rank " << h->tp_rank() << " of " << h->tp_size()
+      << " do not match the parameter layout's shard (rank " << tp_rank_ << " of " << tp_size_
+      << "); build the ParamLayout with the tp group's TensorParallelShard{rank, size}";
   tp_ = h;
+}
+
+void Transformer::check_tp_hooks() const {
+  TS_CHECK(tp_->tp_size() == tp_size_ && tp_->tp_rank() == tp_rank_)
+      << "Transformer: the parameter layout is tensor-parallel shard " << tp_rank_ << " of " << tp_size_
+      << " but the hooks are rank " << tp_->tp_rank() << " of " << tp_->tp_size()
+      << "; call set_tensor_parallel_hooks with the tp group's hooks (parallel/tensor_parallel.h)";
 }
 
 float* Transformer::stage_input() { return acts_->encoded.as<float>(); }
@@ -166,6 +182,7 @@ float* Transformer::stage_output_grad() { return acts_->output_grad.as<float>();
 const float* Transformer::stage_input_grad() const { return acts_->input_grad.as<float>(); }
 const float* Transformer::logits() const { return acts_->logits.as<float>(); }
 const float* Transformer::losses() const { return acts_->losses.as<float>(); }
+int64_t Transformer::logits_width() const { return dims().V; }
 
 namespace {
 // out = norm(inp): LayerNorm (gpt2) or RMSNorm (llama).
@@ -188,24 +205,32 @@ void add_inplace(float* y, const float* x, int64_t n) {
 Transformer::Dims Transformer::dims() const {
   const ModelConfig& c = cfg_;
   const bool llama = c.arch == Arch::llama;
-  return {B_, T_, B_ * T_, c.d_model, c.qkv_width(), c.d_ff, llama ? 2 * c.d_ff : c.d_ff,
-          c.n_head, c.n_kv_head, c.head_size(), llama};
+  const int64_t p = tp_size_, NH = c.n_head / p, NKV = c.n_kv_head / p, HS = c.head_size(), F = c.d_ff / p;
+  const int64_t V = store_.layout().padded_vocab_size() / p;  // == vocab_size at p = 1
+  return {B_, T_, B_ * T_, c.d_model, (NH + 2 * NKV) * HS, NH * HS, F, llama ? 2 * F : F, NH, NKV, HS, V, llama};
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
-  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, F = d.F, FC = d.FC;
+  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC, V = d.V;
   const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS;
   const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
   OpProfile& prof = profile_;
+  check_tp_hooks();
+  // A row-parallel linear's bias is replicated: added by rank 0 only, so the reduction adds it once.
+  auto row_bias = [&](const float* b) { return tp_rank_ == 0 ? b : nullptr; };
 
   TensorParallelHooks& tp = *tp_;
   if (is_first_stage()) {
     last_tokens_ = tokens;
-    profiled(prof, OpGroup::embedding, [&] { ops::embedding_forward(a.encoded.as<float>(), tokens, w.wte, w.wpe, B, T, C); });
+    profiled(prof, OpGroup::embedding, [&] {
+      if (tp_size_ == 1) ops::embedding_forward(a.encoded.as<float>(), tokens, w.wte, w.wpe, B, T, C);
+      else ops::embedding_forward_range(a.encoded.as<float>(), tokens, w.wte, row_bias(w.wpe), B, T, C, vocab_lo_,
+                                        vocab_lo_ + V);  // positions added once, like a row-parallel bias
+    });
     tp.reduce_from_region_forward({TpPoint::embedding, -1, a.encoded.as<float>(), N, C});
   }
   const float* x = a.encoded.as<float>();
@@ -224,7 +249,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
       if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
       ops::attention_forward(atty, la.lse.as<float>(), qkv, B, T, NH, NKV, HS);
     });
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r2, atty, p.proj_w, p.proj_b, N, NH * HS, C); });
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r2, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
     tp.reduce_from_region_forward({TpPoint::attn_proj, l, r2, N, C});
     profiled(prof, OpGroup::residual, [&] { add_inplace(r2, x, N * C); });
     profiled(prof, OpGroup::norm, [&] {
@@ -236,7 +261,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
       if (llama) ops::swiglu_forward(fch_act, fch, N, F);
       else ops::gelu_forward(fch_act, fch, N * F);
     });
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r3, fch_act, p.mproj_w, p.mproj_b, N, F, C); });
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r3, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
     tp.reduce_from_region_forward({TpPoint::mlp_proj, l, r3, N, C});
     profiled(prof, OpGroup::residual, [&] { add_inplace(r3, r2, N * C); });
     x = r3;
@@ -251,19 +276,36 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   });
   const int L = static_cast<int>(c.n_layer);
   tp.copy_to_region_forward({TpPoint::lm_head, L, lnf, N, C});
-  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, lnf, w.head, nullptr, N, C, c.vocab_size); });
+  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, lnf, w.head, nullptr, N, C, V); });
   if (!targets) return 0.f;
 
   int64_t valid = 0;
-  for (int64_t i = 0; i < N; ++i) valid += targets[i] >= 0;
+  for (int64_t i = 0; i < N; ++i) {
+    valid += targets[i] >= 0;
+    TS_CHECK(targets[i] < c.vocab_size) << "target " << targets[i] << " out of range for vocabulary size "
+                                        << c.vocab_size << " (row " << i << ")";
+  }
   // With no valid target the gradient is zero; a tiny non-zero scale keeps the op in gradient mode.
   const float dscale = valid > 0 ? 1.f / static_cast<float>(valid) : 1e-30f;
-  // Where the vocabulary-parallel loss reduces its row statistics; the fused op needs none at tp 1.
-  tp.cross_entropy_max({TpPoint::loss, L, nullptr, N, 1});
-  tp.cross_entropy_sum({TpPoint::loss, L, nullptr, N, 2});
-  profiled(prof, OpGroup::loss, [&] {
-    ops::softmax_crossentropy(a.losses.as<float>(), logits, targets, N, c.vocab_size, dscale);
-  });
+  if (tp_size_ == 1) {
+    // Where the vocabulary-parallel loss reduces its row statistics; the fused op needs none at tp 1.
+    tp.cross_entropy_max({TpPoint::loss, L, nullptr, N, 1});
+    tp.cross_entropy_sum({TpPoint::loss, L, nullptr, N, 2});
+    profiled(prof, OpGroup::loss, [&] {
+      ops::softmax_crossentropy(a.losses.as<float>(), logits, targets, N, c.vocab_size, dscale);
+    });
+  } else {
+    // Vocabulary-parallel: global row max, then global [sum exp, target logit], then the local dlogits.
+    float *mx = a.ce_max.as<float>(), *stats = a.ce_stats.as<float>();
+    const int64_t lo = vocab_lo_, real = vocab_valid_;
+    profiled(prof, OpGroup::loss, [&] { ops::crossentropy_rowmax(mx, logits, N, V, real); });
+    tp.cross_entropy_max({TpPoint::loss, L, mx, N, 1});
+    profiled(prof, OpGroup::loss, [&] { ops::crossentropy_sumexp_target(stats, logits, mx, targets, N, V, real, lo); });
+    tp.cross_entropy_sum({TpPoint::loss, L, stats, N, 2});
+    profiled(prof, OpGroup::loss, [&] {
+      ops::crossentropy_finish(a.losses.as<float>(), logits, stats, mx, targets, N, V, real, lo, dscale);
+    });
+  }
   a.have_dlogits = true;
   double sum = 0;
   const float* losses = a.losses.as<float>();
@@ -274,12 +316,13 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
 void Transformer::backward(float loss_scale) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
-  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, F = d.F, FC = d.FC;
+  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC, V = d.V;
   const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS;
   const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
   OpProfile& prof = profile_;
+  check_tp_hooks();
   float* dres = a.dresidual.as<float>();
   float *dln = a.dln.as<float>(), *datty = a.datty.as<float>(), *dqkv = a.dqkv.as<float>();
   float *dfch = a.dfch.as<float>(), *dfch_act = a.dfch_act.as<float>();
@@ -290,12 +333,12 @@ void Transformer::backward(float loss_scale) {
   if (is_last_stage()) {
     TS_CHECK(a.have_dlogits) << "backward() needs a preceding forward() with targets";
     float* dlogits = a.logits.as<float>();
-    const int64_t NV = N * c.vocab_size;
+    const int64_t NV = N * V;
     if (loss_scale != 1.f) profiled(prof, OpGroup::loss, [&] { ops::scale_inplace(dlogits, NV, loss_scale); });
     const float* x_last = a.layers.empty() ? a.encoded.as<float>() : a.layers.back().residual3.as<float>();
     zero(a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dln, w.dhead, nullptr, dlogits, a.lnf.as<float>(), w.head, N, C, c.vocab_size);
+      ops::matmul_backward(dln, w.dhead, nullptr, dlogits, a.lnf.as<float>(), w.head, N, C, V);
     });
     tp.copy_to_region_backward({TpPoint::lm_head, L, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
@@ -334,10 +377,12 @@ void Transformer::backward(float loss_scale) {
                     la.ln2_rstd.as<float>(), N, C);
     });
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
+    // Under tp, dres is the same on every rank, so every rank accumulates the replicated proj bias's
+    // gradient (and the norms'): replicated parameters get identical gradients everywhere.
     tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres, N, C});
     zero(a.datty);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(datty, g.proj_w, g.proj_b, dres, la.atty.as<float>(), p.proj_w, N, NH * HS, C);
+      ops::matmul_backward(datty, g.proj_w, g.proj_b, dres, la.atty.as<float>(), p.proj_w, N, A, C);
     });
     zero(a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
@@ -359,7 +404,11 @@ void Transformer::backward(float loss_scale) {
 
   if (is_first_stage()) {
     tp.reduce_from_region_backward({TpPoint::embedding, -1, dres, N, C});
-    profiled(prof, OpGroup::embedding, [&] { ops::embedding_backward(w.dwte, w.dwpe, dres, last_tokens_, B, T, C); });
+    profiled(prof, OpGroup::embedding, [&] {
+      if (tp_size_ == 1) ops::embedding_backward(w.dwte, w.dwpe, dres, last_tokens_, B, T, C);
+      else  // this rank's vocabulary rows; dwpe on every rank (replicated)
+        ops::embedding_backward_range(w.dwte, w.dwpe, dres, last_tokens_, B, T, C, vocab_lo_, vocab_lo_ + V);
+    });
     if (grad_ready_) grad_ready_(-1);
   } else {
     std::memcpy(a.input_grad.data(), dres, a.dresidual.bytes());

@@ -2,7 +2,8 @@
 // ParamStore owns ([first_layer, last_layer) of the layout). The full model (range [0, L)) maps
 // tokens to a loss; a pipeline stage maps hidden states (B,T,C) to hidden states.
 // Activations are allocated once for a fixed micro-batch (B, T); forward/backward allocate nothing.
-// Tensor parallelism reaches it only through TensorParallelHooks (identity by default).
+// Tensor parallelism reaches it only through TensorParallelHooks (identity by default): with a
+// ParamLayout for shard r of p, it runs that shard's heads, MLP slice and vocabulary slice.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -39,8 +40,11 @@ class Transformer {
   // stage) or a filled stage_output_grad() (non-last stage).
   void backward(float loss_scale = 1.f);
 
-  // (B,T,V) logits of the last forward without targets.
+  // (B,T,logits_width()) logits of the last forward without targets: all V columns at tp size 1,
+  // else this rank's vocabulary shard, columns [lo, lo + V/p) of the padded vocabulary
+  // (ParamLayout::local_vocab_range; columns >= the true V are padding).
   const float* logits() const;
+  int64_t logits_width() const;
   // Per-position losses (B,T) of the last forward with targets.
   const float* losses() const;
   // Pipeline seams: hidden states entering this stage (B,T,C) (write before forward on a
@@ -57,8 +61,12 @@ class Transformer {
 
   // Conjugate tensor-parallel pairs called around the projections, embedding and loss (see
   // tensor_parallel_hooks.h); nullptr restores the identity. `hooks` must outlive the model.
-  // Only tp_size() == 1 runs until the sharded math lands (TS_CHECKed).
+  // Their rank and size must be the layout's TensorParallelShard (TS_CHECKed here and in
+  // forward/backward, so a tp layout never runs on the identity by mistake).
   void set_tensor_parallel_hooks(TensorParallelHooks* hooks);
+  // The hooks' first communication failure (ok at tp size 1). Check it after forward/backward:
+  // after a failure the loss and gradients are meaningless.
+  Status tp_status() const { return tp_->status(); }
 
   // Per-kernel-group timing (benchmarks): enable, run steps, read seconds.
   OpProfile& profile() { return profile_; }
@@ -66,16 +74,21 @@ class Transformer {
  private:
   struct Acts;
   struct Weights;  // resolved pointers into the store: no name look-ups in the step
-  // Sizes of one micro-batch: N = B*T rows, Q = qkv width, FC = fc output width (F, or 2F for SwiGLU).
+  // Sizes of one micro-batch: N = B*T rows, Q = qkv width, A = attention width NH*HS, FC = fc
+  // output width (F, or 2F for SwiGLU), V = logits columns. Local to this tp rank: NH, NKV, F are
+  // divided by the tp size, V is the padded vocabulary divided by it.
   struct Dims {
-    int64_t B, T, N, C, Q, F, FC, NH, NKV, HS;
+    int64_t B, T, N, C, Q, A, F, FC, NH, NKV, HS, V;
     bool llama;
   };
   Dims dims() const;
+  void check_tp_hooks() const;
   ModelConfig cfg_;
   ParamStore& store_;
   int64_t B_, T_;
   int first_, last_;
+  int tp_rank_ = 0, tp_size_ = 1;
+  int64_t vocab_lo_ = 0, vocab_valid_ = 0;  // first vocabulary row of the shard; its non-padding rows
   std::unique_ptr<Acts> acts_;
   std::unique_ptr<Weights> w_;
   OpProfile profile_;

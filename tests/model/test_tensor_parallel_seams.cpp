@@ -359,7 +359,7 @@ TEST(TensorParallelHooks, ExplicitIdentityIsBitwiseTheDefault) {
   }
 }
 
-TEST(TensorParallelHooksDeathTest, MoreThanOneRankIsRefusedUntilTheShardedMathLands) {
+TEST(TensorParallelHooksDeathTest, HooksMustMatchTheLayoutsShard) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const ModelConfig cfg = model_preset("tiny").value();
   EXPECT_DEATH(
@@ -369,11 +369,50 @@ TEST(TensorParallelHooksDeathTest, MoreThanOneRankIsRefusedUntilTheShardedMathLa
         WorldOfTwo two;
         net.set_tensor_parallel_hooks(&two);
       },
-      "only tp_size 1 runs");
+      "do not match the parameter layout's shard");
   EXPECT_DEATH(
       {
-        ParamStore shard{ParamLayout(cfg, TensorParallelShard{0, 2})};
+        ParamStore shard{ParamLayout(cfg, TensorParallelShard{1, 2})};
+        init_parameters(shard, cfg, 1);
         Transformer net(cfg, shard, 1, 8);
+        auto tok = random_tokens(8, cfg.vocab_size, 1);
+        net.forward(tok.data(), tok.data());  // still on the identity hooks
       },
-      "use tp size 1");
+      "call set_tensor_parallel_hooks");
+}
+
+TEST(TensorParallelHooks, ShardedModelUsesLocalSizesAndCallsTheLossHooksWithRowStatistics) {
+  // One rank of a tp group of 2 with recording (non-communicating) hooks: the shapes, not the values.
+  class RankOneOfTwo final : public TensorParallelHooks {
+   public:
+    std::vector<TpRegion> loss_regions;
+    int tp_rank() const override { return 1; }
+    int tp_size() const override { return 2; }
+    void copy_to_region_forward(const TpRegion&) override {}
+    void copy_to_region_backward(const TpRegion&) override {}
+    void reduce_from_region_forward(const TpRegion&) override {}
+    void reduce_from_region_backward(const TpRegion&) override {}
+    void cross_entropy_max(const TpRegion& m) override { loss_regions.push_back(m); }
+    void cross_entropy_sum(const TpRegion& s) override { loss_regions.push_back(s); }
+  };
+  ModelConfig cfg = model_preset("tiny").value();
+  cfg.vocab_size = 257;  // padded to 258: rank 1 owns rows [129, 258), the last one padding
+  const int64_t B = 1, T = 8;
+  ParamStore shard{ParamLayout(cfg, TensorParallelShard{1, 2})};
+  init_parameters(shard, cfg, 1);
+  Transformer net(cfg, shard, B, T);
+  RankOneOfTwo hooks;
+  net.set_tensor_parallel_hooks(&hooks);
+  EXPECT_EQ(net.logits_width(), 129);
+  auto tok = random_tokens(B * T, cfg.vocab_size, 2);
+  net.forward(tok.data(), tok.data());
+  ASSERT_EQ(hooks.loss_regions.size(), 2u);
+  EXPECT_NE(hooks.loss_regions[0].data, nullptr);
+  EXPECT_EQ(hooks.loss_regions[0].cols, 1);
+  EXPECT_EQ(hooks.loss_regions[1].cols, 2);
+  EXPECT_EQ(hooks.loss_regions[1].rows, B * T);
+  net.backward();
+  EXPECT_TRUE(net.tp_status().ok());
+  const float* dwte = shard.grad("wte");
+  for (int64_t c = 0; c < cfg.d_model; ++c) EXPECT_EQ(dwte[128 * cfg.d_model + c], 0.f) << "padding row";
 }
