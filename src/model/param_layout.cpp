@@ -64,6 +64,9 @@ ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer
     add("lnf.w", {C}, L, false);
     if (bias) add("lnf.b", {C}, L, false);
     if (!cfg.tied_embeddings) add("lm_head.w", {V, C}, L, true, vocab);
+    // A tied head on a later pipeline stage than the embedding keeps its own copy of wte (same name,
+    // so the same initial values); its gradient is summed with the first stage's before the update.
+    else if (first_layer > 0) add("wte", {V, C}, L, false, vocab);
   }
 }
 

@@ -69,7 +69,8 @@ Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp);
 class ParamLayout {
  public:
   // The tensors of layers [first_layer, last_layer); embeddings when first_layer == 0, the final
-  // norm and head when last_layer == n_layer.
+  // norm and head when last_layer == n_layer (with tied embeddings and first_layer > 0: a copy of
+  // wte, layer n_layer, for the head).
   // TS_CHECKs validate_tensor_parallel (use create() where the split comes from user input).
   ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp = {});
   explicit ParamLayout(const ModelConfig& cfg, TensorParallelShard tp = {})

@@ -77,6 +77,7 @@ std::vector<Expected> old_layout(const ModelConfig& c, int first, int last) {
     add("lnf.w", {C});
     if (b) add("lnf.b", {C});
     if (!c.tied_embeddings) add("lm_head.w", {c.vocab_size, C});
+    else if (first > 0) add("wte", {c.vocab_size, C});  // the tied head's copy on a later pipeline stage
   }
   out.push_back({"<total>", {}, off});
   return out;
