@@ -1,5 +1,7 @@
 // Token (+ optional learned position) embedding. The backward scatter is deterministic without
 // atomics: each thread owns a slice of channels and walks the tokens in order.
+#include <limits>
+
 #include "backend/cpu/cpu_util.h"
 #include "backend/ops.h"
 
@@ -24,33 +26,9 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
                         int64_t C) {
-  using detail::kColBlock;
-  const int64_t nblocks = detail::col_blocks(C);
-  // dwte(V,C): a token repeated in the batch adds into the same row; owning columns (not tokens)
-  // keeps every row's sum in token order whatever the thread count.
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < nblocks; ++blk) {
-    const int64_t c0 = blk * kColBlock;
-    const int64_t w = std::min(kColBlock, C - c0);
-    for (int64_t bt = 0; bt < B * T; ++bt) {
-      float* g = dwte + static_cast<int64_t>(tokens[bt]) * C + c0;
-      const float* d = dout + bt * C + c0;
-#pragma omp simd
-      for (int64_t c = 0; c < w; ++c) g[c] += d[c];
-    }
-  }
-  if (dwpe != nullptr) {
-    // dwpe(T,C) += sum_b dout(b,t,:): each position row belongs to one thread, batches in order.
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < T; ++t) {
-      float* g = dwpe + t * C;
-      for (int64_t b = 0; b < B; ++b) {
-        const float* d = dout + (b * T + t) * C;
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) g[c] += d[c];
-      }
-    }
-  }
+  // The whole vocabulary is one range: one loop serves the single-process and the vocabulary-parallel
+  // lookup (each row still sums its tokens in order, so results do not depend on the thread count).
+  embedding_backward_range(dwte, dwpe, dout, tokens, B, T, C, 0, std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace tessera::ops
