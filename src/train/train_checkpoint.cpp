@@ -1,5 +1,7 @@
 // Training state <-> checkpoint: one key per tensor ("param/<name>", "adam_m/<name>",
-// "adam_v/<name>"), so any later layout (ZeRO shards, pipeline stages) can read its own ranges.
+// "adam_v/<name>") with its global shape, each rank writing its tensor-parallel pieces (cut to its
+// data-parallel range) at their global offsets, so any layout (tp shards, pipeline stages, ZeRO
+// shards, the whole model) reads its own ranges.
 #include "train/train_checkpoint.h"
 
 #include <algorithm>
@@ -12,8 +14,81 @@
 
 namespace tessera {
 
+namespace {
+
+// The last pipeline stage's copy of a tied wte (the head): the first stage saves the real one.
+bool is_tied_copy(const ParamLayout& layout, const ParamInfo& p) { return layout.first_layer() > 0 && p.name == "wte"; }
+
+// At most this many elements are read per request when gathering a shard's strided pieces.
+constexpr int64_t kMaxReadSpan = int64_t{1} << 24;  // 64 MiB of f32
+
+// Reads the pieces of tensor `key` that fall in local elements [lo, hi) of this rank's shard into
+// `dst`, which holds local element lo. Consecutive pieces are fetched with one read of the global
+// span covering them (a row-split shard has one piece per row; reading each alone would re-read and
+// re-checksum every saved piece it touches once per row) and scattered from `scratch`.
+Status read_pieces(const checkpoint::CheckpointReader& reader, const std::string& key,
+                   const std::vector<TensorPiece>& all, int64_t lo, int64_t hi, float* dst, std::vector<float>& scratch) {
+  std::vector<TensorPiece> pieces;  // cut to [lo, hi); local_offset relative to lo
+  for (const TensorPiece& q : all) {
+    const int64_t a = std::max(lo, q.local_offset), b = std::min(hi, q.local_offset + q.numel);
+    if (b > a) pieces.push_back({a - lo, q.global_offset + (a - q.local_offset), b - a});
+  }
+  for (size_t i = 0; i < pieces.size();) {
+    const int64_t g0 = pieces[i].global_offset;
+    size_t j = i + 1;
+    while (j < pieces.size() && pieces[j].global_offset >= pieces[j - 1].global_offset + pieces[j - 1].numel &&
+           pieces[j].global_offset + pieces[j].numel - g0 <= kMaxReadSpan)
+      ++j;
+    if (j == i + 1) {
+      TS_RETURN_IF_ERROR(reader.read_f32(key, g0, pieces[i].numel, dst + pieces[i].local_offset));
+    } else {
+      const int64_t g1 = pieces[j - 1].global_offset + pieces[j - 1].numel;
+      scratch.resize(static_cast<size_t>(g1 - g0));
+      TS_RETURN_IF_ERROR(reader.read_f32(key, g0, g1 - g0, scratch.data()));
+      for (size_t k = i; k < j; ++k)
+        std::copy_n(scratch.data() + (pieces[k].global_offset - g0), pieces[k].numel, dst + pieces[k].local_offset);
+    }
+    i = j;
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+std::vector<SavedPiece> checkpoint_pieces(const ParamLayout& layout, FlatRange owned) {
+  std::vector<SavedPiece> out;
+  for (const ParamInfo& p : layout.params()) {
+    if (p.split == TpSplit::replicated && layout.tp().rank != 0) continue;  // tp rank 0 saves it
+    if (is_tied_copy(layout, p)) continue;
+    const size_t before = out.size();
+    for (const TensorPiece& q : layout.shard_pieces(p)) {
+      const int64_t begin = p.offset + q.local_offset;
+      const int64_t lo = std::clamp(owned.begin, begin, begin + q.numel);
+      const int64_t hi = std::clamp(owned.end, begin, begin + q.numel);
+      if (hi <= lo) continue;
+      SavedPiece s{&p, lo, q.global_offset + (lo - begin), hi - lo};
+      // One run where the flat buffer and the global tensor are both contiguous across pieces.
+      if (out.size() > before && out.back().flat_offset + out.back().numel == s.flat_offset &&
+          out.back().global_offset + out.back().numel == s.global_offset) {
+        out.back().numel += s.numel;
+      } else {
+        out.push_back(s);
+      }
+    }
+    if (out.size() == before) out.push_back({&p, p.offset, 0, 0});  // nothing owned: the key is still known
+  }
+  return out;
+}
+
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const ParamStore& store, AdamW& opt, FlatRange owned, const TrainingState& state,
+                                int keep_last, const nlohmann::json& run_config) {
+  return save_training_checkpoint(comm, run_dir, cfg, {CheckpointChunk{&store, &opt, owned}}, state, keep_last,
+                                  run_config);
+}
+
+Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
+                                const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
                                 int keep_last, const nlohmann::json& run_config) {
   // Every rank must agree on the staging directory name: use rank 0's tag.
   uint64_t tag = checkpoint::default_staging_tag();
@@ -21,14 +96,20 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   checkpoint::CheckpointWriter w(target, comm.rank());
   Status local;
-  for (const auto& p : store.layout().params()) {
-    // The part of this tensor inside the owned range (possibly empty: the key is still known).
-    const int64_t lo = std::clamp(owned.begin, p.offset, p.offset + p.numel);
-    const int64_t hi = std::clamp(owned.end, p.offset, p.offset + p.numel);
-    const int64_t opt_off = lo - opt.begin();
-    for (auto [prefix, base] : {std::pair<const char*, const float*>{"param/", store.params() + lo},
-                                {"adam_m/", opt.m() + opt_off}, {"adam_v/", opt.v() + opt_off}}) {
-      local = w.add(prefix + p.name, DType::f32, p.shape, lo - p.offset, hi - lo, base);
+  for (const CheckpointChunk& c : chunks) {
+    if (c.owned.begin < c.opt->begin() || c.owned.end > c.opt->end()) {
+      local = invalid_argument("checkpoint: owned range [" + std::to_string(c.owned.begin) + ", " +
+                               std::to_string(c.owned.end) + ") is outside the optimizer's range [" +
+                               std::to_string(c.opt->begin()) + ", " + std::to_string(c.opt->end()) + ")");
+      break;
+    }
+    for (const SavedPiece& s : checkpoint_pieces(c.store->layout(), c.owned)) {
+      const int64_t opt_off = s.flat_offset - c.opt->begin();
+      for (auto [prefix, base] : {std::pair<const char*, const float*>{"param/", c.store->params() + s.flat_offset},
+                                  {"adam_m/", c.opt->m() + opt_off}, {"adam_v/", c.opt->v() + opt_off}}) {
+        local = w.add(prefix + s.param->name, DType::f32, s.param->global_shape, s.global_offset, s.numel, base);
+        if (!local.ok()) break;
+      }
       if (!local.ok()) break;
     }
     if (!local.ok()) break;
@@ -56,12 +137,25 @@ Result<TrainingState> load_training_checkpoint(const std::string& checkpoint_dir
                                                ParamStore& store, AdamW* opt) {
   TS_ASSIGN_OR_RETURN(checkpoint::CheckpointReader reader, checkpoint::open_checkpoint(checkpoint_dir));
   TS_RETURN_IF_ERROR(reader.check_compatible(model_config_json(cfg)));
-  for (const auto& p : store.layout().params()) {
-    TS_RETURN_IF_ERROR(reader.read_f32("param/" + p.name, 0, p.numel, store.params() + p.offset));
-    if (opt) {
-      const int64_t local_off = p.offset - opt->begin();
-      TS_RETURN_IF_ERROR(reader.read_f32("adam_m/" + p.name, 0, p.numel, opt->m() + local_off));
-      TS_RETURN_IF_ERROR(reader.read_f32("adam_v/" + p.name, 0, p.numel, opt->v() + local_off));
+  const ParamLayout& layout = store.layout();
+  std::vector<float> scratch;
+  for (const auto& p : layout.params()) {
+    const std::vector<TensorPiece> pieces = layout.shard_pieces(p);
+    int64_t covered = 0;
+    for (const TensorPiece& q : pieces) covered += q.numel;
+    TS_RETURN_IF_ERROR(reader.check_tensor("param/" + p.name, DType::f32, p.global_shape));
+    float* w = store.params() + p.offset;
+    if (covered < p.numel) std::fill(w, w + p.numel, 0.f);  // vocabulary padding rows
+    TS_RETURN_IF_ERROR(read_pieces(reader, "param/" + p.name, pieces, 0, p.numel, w, scratch));
+    if (!opt) continue;
+    // The moments of the part of this tensor inside the optimizer's range (all of it unless sharded).
+    const int64_t lo = std::clamp(opt->begin() - p.offset, int64_t{0}, p.numel);
+    const int64_t hi = std::clamp(opt->end() - p.offset, int64_t{0}, p.numel);
+    if (hi <= lo) continue;
+    for (auto [prefix, moment] : {std::pair<const char*, float*>{"adam_m/", opt->m()}, {"adam_v/", opt->v()}}) {
+      float* dst = moment + (p.offset + lo - opt->begin());
+      if (covered < p.numel) std::fill(dst, dst + (hi - lo), 0.f);
+      TS_RETURN_IF_ERROR(read_pieces(reader, prefix + p.name, pieces, lo, hi, dst, scratch));
     }
   }
   TrainingState st;
