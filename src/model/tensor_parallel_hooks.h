@@ -23,10 +23,22 @@
 //   cross_entropy_max), then [sum_j exp(Z_r - m), z_target or 0] summed over ranks (all-reduce SUM,
 //   cross_entropy_sum); loss = log(sum) + m - z_target and dZ_r = softmax_r - onehot_r locally.
 //   Padded vocabulary columns (>= the true V) must be left out of the sums.
-// Sequence parallelism (later) swaps the all-reduces for collectives along rows: copy_to_region
-//   becomes all-gather (forward) / reduce-scatter (backward), reduce_from_region becomes
-//   reduce-scatter / all-gather. Every hook therefore gets the whole buffer with its row count and
-//   width; rank r's sequence shard is rows [r*rows/p, (r+1)*rows/p), so both can run in place.
+// Sequence parallelism (Megatron-LM, Korthikanti et al. 2022; on when sequence_parallel() and p > 1)
+//   splits the rows outside the linears: rank r owns rows [r*rows/p, (r+1)*rows/p) of the layer
+//   norms, residual adds, the embedding output and the final norm, and computes and stores only
+//   those. The conjugate pairs then move rows instead of summing whole buffers:
+//     copy_to_region:     forward all-gather of the norm output's row shards; backward
+//                         reduce-scatter of dX (rank r keeps the sum of its rows).
+//     reduce_from_region: forward reduce-scatter of the partial sums Y_r (rank r keeps its rows);
+//                         backward all-gather of dY's row shards.
+//   Every hook still gets the whole (rows, cols) buffer: on entry to a gather only rank r's rows are
+//   valid, on return from a scatter only they are; both run in place. sequence_gather() is a plain
+//   all-gather for the places outside the pairs (the Transformer's header lists them). rows must be
+//   divisible by p (validate_sequence_parallel). Replicated parameters then get partial gradients
+//   on each rank (norm weights: over its rows; row-parallel biases and wpe: on rank 0 only, which
+//   alone adds them); their sum over the tp group is the whole gradient
+//   (parallel/tensor_parallel.h: sequence_parallel_reduce_replicated_grads).
+//   The vocabulary-parallel head and loss still see all rows (copy_to_region at lm_head gathers).
 //
 // The Transformer runs the sharded math when its ParamLayout is a tp shard (local head, ffn and
 // vocabulary sizes, ops::embedding_forward_range, the split ops::crossentropy_* ops); at tp size 1
@@ -44,14 +56,18 @@
 namespace tessera {
 
 // Where a hook is called. embedding and lm_head/loss points carry layer -1 and n_layer.
-enum class TpPoint : uint8_t { embedding, attn_qkv, attn_proj, mlp_fc, mlp_proj, lm_head, loss };
+// stage_input / stage_output (sequence parallelism only): a pipeline stage's whole input gradient and
+// output, gathered from the row shards (layer: the stage's first / last block).
+enum class TpPoint : uint8_t {
+  embedding, attn_qkv, attn_proj, mlp_fc, mlp_proj, lm_head, loss, stage_input, stage_output
+};
 
 // One activation or gradient buffer at a hook point, reduced (or gathered) in place.
 struct TpRegion {
   TpPoint point;
   int layer;      // -1: embedding; n_layer: final norm, head and loss; else the block index
   float* data;    // (rows, cols), row-major
-  int64_t rows;   // tokens B*T: the dimension sequence parallelism splits
+  int64_t rows;   // tokens B*T (all of them, also under sequence parallelism): the dimension it splits
   int64_t cols;   // row width (C for the linears' inputs/outputs; 1 or 2 for the loss statistics)
 };
 
@@ -61,14 +77,23 @@ class TensorParallelHooks {
   virtual int tp_rank() const = 0;
   virtual int tp_size() const = 0;
 
-  // Input X of a column-parallel linear (attn_qkv, mlp_fc, lm_head): forward identity.
+  // Whether the model runs sequence-parallel (see above): the pairs below then all-gather and
+  // reduce-scatter rows. Read once by Transformer::set_tensor_parallel_hooks; ignored at tp size 1.
+  virtual bool sequence_parallel() const { return false; }
+
+  // Input X of a column-parallel linear (attn_qkv, mlp_fc, lm_head): forward identity
+  // (sequence parallel: all-gather rows).
   virtual void copy_to_region_forward(const TpRegion& x) = 0;
-  // dX of that linear, after its backward: all-reduce (sum over tp).
+  // dX of that linear, after its backward: all-reduce (sum over tp) (sequence parallel: reduce-scatter).
   virtual void copy_to_region_backward(const TpRegion& dx) = 0;
-  // Output Y of a row-parallel linear (attn_proj, mlp_proj) or the embedding: all-reduce (sum).
+  // Output Y of a row-parallel linear (attn_proj, mlp_proj) or the embedding: all-reduce (sum)
+  // (sequence parallel: reduce-scatter).
   virtual void reduce_from_region_forward(const TpRegion& y) = 0;
-  // dY of that op, before its backward: identity.
+  // dY of that op, before its backward: identity (sequence parallel: all-gather rows).
   virtual void reduce_from_region_backward(const TpRegion& dy) = 0;
+  // Sequence parallelism only: all-gather rows in place (rank r's rows valid on entry, all on return).
+  // The default, the identity, is right only for a world of one: sequence-parallel hooks override it.
+  virtual void sequence_gather(const TpRegion&) {}
   // Vocabulary-parallel loss: per-row maxima (rows, 1), all-reduce MAX.
   virtual void cross_entropy_max(const TpRegion& row_max) = 0;
   // Per-row [sum-exp, target logit] (rows, 2), all-reduce SUM.
@@ -91,5 +116,10 @@ class IdentityTensorParallelHooks final : public TensorParallelHooks {
 };
 
 const char* tp_point_name(TpPoint p);
+
+// Whether `rows` = micro_batch * seq_len token rows split evenly over a tensor-parallel group of
+// `tp` under sequence parallelism; the error names both and how to fix them. Check it with the run
+// config, before launch; Transformer::set_tensor_parallel_hooks TS_CHECKs it.
+Status validate_sequence_parallel(int64_t rows, int tp);
 
 }  // namespace tessera
