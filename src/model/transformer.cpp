@@ -2,7 +2,8 @@
 // GPT-2 blocks: x += proj(attn(LN1(x))); x += proj(gelu(fc(LN2(x)))).
 // LLaMA blocks: the same with RMSNorm, RoPE on q/k and SwiGLU; no biases.
 // Tensor parallelism (tp size p > 1, Megatron): each rank runs NH/p heads, NKV/p KV heads, d_ff/p
-// of the MLP and V/p (padded) of the vocabulary; the hooks combine the partial results.
+// of the MLP and V/p (padded) of the vocabulary; the hooks combine the partial results. Sequence
+// parallelism additionally splits the rows of the norms and residual stream (transformer.h).
 #include "model/transformer.h"
 
 #include <algorithm>
@@ -23,23 +24,24 @@ void zero(Buffer& b) { std::memset(b.data(), 0, b.bytes()); }
 }  // namespace
 
 // Saved activations of one layer (N = B*T rows). Under tensor parallelism NH, NKV, Q, A, F, FC and
-// V are this rank's local sizes (NH/p, ..., padded V/p); C and N are whole.
+// V are this rank's local sizes (NH/p, ..., padded V/p); C and N are whole. NS: rows of this rank's
+// sequence shard (N/p under sequence parallelism, else N).
 struct LayerActs {
-  Buffer ln1, ln1_mean, ln1_rstd;  // (N,C) (N) (N)
+  Buffer ln1, ln1_mean, ln1_rstd;  // (NS,C) (NS) (NS)
   Buffer qkv;                      // (N, Q) Q = (NH+2NKV)*HS, after RoPE
   Buffer atty;                     // (N, A) A = NH*HS, attention output before projection
   Buffer lse;                      // (B, NH, T)
-  Buffer residual2;                // (N, C) x + attention branch
-  Buffer ln2, ln2_mean, ln2_rstd;  // (N,C) (N) (N)
+  Buffer residual2;                // (NS, C) x + attention branch
+  Buffer ln2, ln2_mean, ln2_rstd;  // (NS,C) (NS) (NS)
   Buffer fch;                      // (N, FC) fc output (FC = F for gpt2, 2F [gate|up] for llama)
   Buffer fch_act;                  // (N, F) after GELU / SwiGLU
-  Buffer residual3;                // (N, C) layer output
+  Buffer residual3;                // (NS, C) layer output
 };
 
 struct Transformer::Acts {
-  Buffer encoded;                  // (N, C) embedding output, or the stage input
+  Buffer encoded;                  // (NS, C) embedding output, or the stage input (its rows)
   std::vector<LayerActs> layers;
-  Buffer lnf, lnf_mean, lnf_rstd;  // (N, C) (N) (N)
+  Buffer lnf, lnf_mean, lnf_rstd;  // (NS, C) (NS) (NS)
   Buffer logits;                   // (N, V); holds dlogits after a forward with targets
   Buffer losses;                   // (N)
   Buffer ce_max, ce_stats;         // (N) (N, 2) row statistics of the vocabulary-parallel loss (tp > 1)
@@ -52,6 +54,10 @@ struct Transformer::Acts {
   Buffer dfch_act;                 // (N, F)
   Buffer output_grad;              // (N, C) gradient w.r.t. the stage output (non-last stage)
   Buffer input_grad;               // (N, C) gradient w.r.t. the stage input (non-first stage)
+  // Sequence parallelism only (else empty):
+  Buffer full;                     // (N, C) a gathered column-parallel input, or a row-parallel
+                                   // output (embedding output) before its reduce-scatter
+  Buffer stage_in, stage_out;      // (N, C) whole stage input (non-first) / output (non-last)
   bool have_dlogits = false;
 };
 
@@ -79,7 +85,6 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
   vocab_lo_ = layout.local_vocab_range().first;
   const Dims d = dims();
   vocab_valid_ = std::clamp<int64_t>(cfg.vocab_size - vocab_lo_, 0, d.V);
-  const int64_t N = d.N, C = d.C, Q = d.Q, F = d.F, FC = d.FC, A = d.A;
 
   // Resolve every tensor once.
   auto both = [&](const std::string& name, float*& param, float*& grad) {
@@ -121,23 +126,33 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
     w.g.push_back(tg);
   }
 
+  allocate_activations();
+}
+
+Transformer::~Transformer() = default;
+
+void Transformer::allocate_activations() {
+  const Dims d = dims();
+  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, F = d.F, FC = d.FC, A = d.A, NS = d.NS;
+  acts_.reset();  // free the old set first: the peak is one set, not two
+  acts_ = std::make_unique<Acts>();
   Acts& a = *acts_;
-  a.encoded = act_buffer(N * C);
+  a.encoded = act_buffer(NS * C);
   for (int l = first_; l < last_; ++l) {
     LayerActs la;
-    la.ln1 = act_buffer(N * C); la.ln1_mean = act_buffer(N); la.ln1_rstd = act_buffer(N);
+    la.ln1 = act_buffer(NS * C); la.ln1_mean = act_buffer(NS); la.ln1_rstd = act_buffer(NS);
     la.qkv = act_buffer(N * Q);
     la.atty = act_buffer(N * A);
     la.lse = act_buffer(B * d.NH * T);
-    la.residual2 = act_buffer(N * C);
-    la.ln2 = act_buffer(N * C); la.ln2_mean = act_buffer(N); la.ln2_rstd = act_buffer(N);
+    la.residual2 = act_buffer(NS * C);
+    la.ln2 = act_buffer(NS * C); la.ln2_mean = act_buffer(NS); la.ln2_rstd = act_buffer(NS);
     la.fch = act_buffer(N * FC);
     la.fch_act = act_buffer(N * F);
-    la.residual3 = act_buffer(N * C);
+    la.residual3 = act_buffer(NS * C);
     a.layers.push_back(std::move(la));
   }
   if (is_last_stage()) {
-    a.lnf = act_buffer(N * C); a.lnf_mean = act_buffer(N); a.lnf_rstd = act_buffer(N);
+    a.lnf = act_buffer(NS * C); a.lnf_mean = act_buffer(NS); a.lnf_rstd = act_buffer(NS);
     a.logits = act_buffer(N * d.V);
     a.losses = act_buffer(N);
     if (tp_size_ > 1) {
@@ -154,9 +169,12 @@ Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, i
   a.dqkv = act_buffer(N * Q);
   a.dfch = act_buffer(N * FC);
   a.dfch_act = act_buffer(N * F);
+  if (sp_) {
+    a.full = act_buffer(N * C);
+    if (!is_first_stage()) a.stage_in = act_buffer(N * C);
+    if (!is_last_stage()) a.stage_out = act_buffer(N * C);
+  }
 }
-
-Transformer::~Transformer() = default;
 
 void Transformer::set_tensor_parallel_hooks(TensorParallelHooks* hooks) {
   TensorParallelHooks* h = hooks ? hooks : &identity_tp_;
@@ -164,7 +182,16 @@ void Transformer::set_tensor_parallel_hooks(TensorParallelHooks* hooks) {
       << "Transformer: tensor-parallel hooks of rank " << h->tp_rank() << " of " << h->tp_size()
       << " do not match the parameter layout's shard (rank " << tp_rank_ << " of " << tp_size_
       << "); build the ParamLayout with the tp group's TensorParallelShard{rank, size}";
+  const bool sp = h->sequence_parallel() && tp_size_ > 1;  // at tp size 1 it would change nothing
+  if (sp) {
+    const Status s = validate_sequence_parallel(B_ * T_, tp_size_);
+    TS_CHECK(s.ok()) << "Transformer (micro_batch B = " << B_ << ", seq_len T = " << T_ << "): " << s.message();
+  }
   tp_ = h;
+  if (sp != sp_) {
+    sp_ = sp;
+    allocate_activations();
+  }
 }
 
 void Transformer::check_tp_hooks() const {
@@ -172,10 +199,13 @@ void Transformer::check_tp_hooks() const {
       << "Transformer: the parameter layout is tensor-parallel shard " << tp_rank_ << " of " << tp_size_
       << " but the hooks are rank " << tp_->tp_rank() << " of " << tp_->tp_size()
       << "; call set_tensor_parallel_hooks with the tp group's hooks (parallel/tensor_parallel.h)";
+  TS_CHECK((tp_->sequence_parallel() && tp_size_ > 1) == sp_)
+      << "Transformer: the hooks' sequence_parallel() changed after set_tensor_parallel_hooks; set them again";
 }
 
-float* Transformer::stage_input() { return acts_->encoded.as<float>(); }
+float* Transformer::stage_input() { return (sp_ ? acts_->stage_in : acts_->encoded).as<float>(); }
 const float* Transformer::stage_output() const {
+  if (sp_) return acts_->stage_out.as<float>();
   return acts_->layers.empty() ? acts_->encoded.as<float>() : acts_->layers.back().residual3.as<float>();
 }
 float* Transformer::stage_output_grad() { return acts_->output_grad.as<float>(); }
@@ -196,10 +226,12 @@ void norm_backward(bool rms, float* dinp, float* dw, float* db, const float* dou
   if (rms) ops::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
   else ops::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
-void add_inplace(float* y, const float* x, int64_t n) {
+// out = y + x; out may be y (then it is y += x).
+void add(float* out, const float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  for (int64_t i = 0; i < n; ++i) out[i] = y[i] + x[i];
 }
+void copy(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
 }  // namespace
 
 Transformer::Dims Transformer::dims() const {
@@ -207,14 +239,15 @@ Transformer::Dims Transformer::dims() const {
   const bool llama = c.arch == Arch::llama;
   const int64_t p = tp_size_, NH = c.n_head / p, NKV = c.n_kv_head / p, HS = c.head_size(), F = c.d_ff / p;
   const int64_t V = store_.layout().padded_vocab_size() / p;  // == vocab_size at p = 1
-  return {B_, T_, B_ * T_, c.d_model, (NH + 2 * NKV) * HS, NH * HS, F, llama ? 2 * F : F, NH, NKV, HS, V, llama};
+  const int64_t N = B_ * T_, NS = sp_ ? N / p : N, R0 = sp_ ? tp_rank_ * NS : 0;
+  return {B_, T_, N, c.d_model, (NH + 2 * NKV) * HS, NH * HS, F, llama ? 2 * F : F, NH, NKV, HS, V, NS, R0, llama};
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
   const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC, V = d.V;
-  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS;
+  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS, NS = d.NS, R0 = d.R0;
   const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
@@ -222,18 +255,34 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   check_tp_hooks();
   // A row-parallel linear's bias is replicated: added by rank 0 only, so the reduction adds it once.
   auto row_bias = [&](const float* b) { return tp_rank_ == 0 ? b : nullptr; };
+  // Sequence parallelism: whole (N, C) activations pass through one scratch buffer. Without it the
+  // norms write their N rows straight into the saved buffer, and row-parallel outputs land in the
+  // residual buffer, as before.
+  float* full = sp_ ? a.full.as<float>() : nullptr;
+  // The input of a column-parallel linear: the saved norm output (NS rows), all N rows on return.
+  auto column_input = [&](float* saved, TpPoint point, int layer) {
+    float* in = sp_ ? full : saved;  // (N, C)
+    if (sp_) copy(in + R0 * C, saved, NS * C);
+    tp_->copy_to_region_forward({point, layer, in, N, C});
+    return in;
+  };
 
   TensorParallelHooks& tp = *tp_;
+  float* encoded = a.encoded.as<float>();  // (NS, C)
   if (is_first_stage()) {
     last_tokens_ = tokens;
+    float* emb = sp_ ? full : encoded;  // (N, C)
     profiled(prof, OpGroup::embedding, [&] {
-      if (tp_size_ == 1) ops::embedding_forward(a.encoded.as<float>(), tokens, w.wte, w.wpe, B, T, C);
-      else ops::embedding_forward_range(a.encoded.as<float>(), tokens, w.wte, row_bias(w.wpe), B, T, C, vocab_lo_,
+      if (tp_size_ == 1) ops::embedding_forward(emb, tokens, w.wte, w.wpe, B, T, C);
+      else ops::embedding_forward_range(emb, tokens, w.wte, row_bias(w.wpe), B, T, C, vocab_lo_,
                                         vocab_lo_ + V);  // positions added once, like a row-parallel bias
     });
-    tp.reduce_from_region_forward({TpPoint::embedding, -1, a.encoded.as<float>(), N, C});
+    tp.reduce_from_region_forward({TpPoint::embedding, -1, emb, N, C});
+    if (sp_) copy(encoded, emb + R0 * C, NS * C);
+  } else if (sp_) {
+    copy(encoded, a.stage_in.as<float>() + R0 * C, NS * C);  // this rank's rows of the whole input
   }
-  const float* x = a.encoded.as<float>();
+  const float* x = encoded;  // (NS, C) the residual stream
   for (int l = first_; l < last_; ++l) {
     LayerActs& la = a.layers[l - first_];
     const TensorPtrs& p = w.p[l - first_];
@@ -241,42 +290,53 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     float *r2 = la.residual2.as<float>(), *ln2 = la.ln2.as<float>(), *fch = la.fch.as<float>();
     float *fch_act = la.fch_act.as<float>(), *r3 = la.residual3.as<float>();
     profiled(prof, OpGroup::norm, [&] {
-      norm_forward(llama, ln1, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(), x, p.ln1_w, p.ln1_b, N, C, c.norm_eps);
+      norm_forward(llama, ln1, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(), x, p.ln1_w, p.ln1_b, NS, C,
+                   c.norm_eps);
     });
-    tp.copy_to_region_forward({TpPoint::attn_qkv, l, ln1, N, C});
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(qkv, ln1, p.qkv_w, p.qkv_b, N, C, Q); });
+    const float* qkv_in = column_input(ln1, TpPoint::attn_qkv, l);
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
     profiled(prof, OpGroup::attention, [&] {
       if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
       ops::attention_forward(atty, la.lse.as<float>(), qkv, B, T, NH, NKV, HS);
     });
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r2, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
-    tp.reduce_from_region_forward({TpPoint::attn_proj, l, r2, N, C});
-    profiled(prof, OpGroup::residual, [&] { add_inplace(r2, x, N * C); });
+    float* y = sp_ ? full : r2;  // (N, C) partial sums; this rank's rows summed after the hook
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
+    tp.reduce_from_region_forward({TpPoint::attn_proj, l, y, N, C});
+    profiled(prof, OpGroup::residual, [&] { add(r2, y + R0 * C, x, NS * C); });
     profiled(prof, OpGroup::norm, [&] {
-      norm_forward(llama, ln2, la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), r2, p.ln2_w, p.ln2_b, N, C, c.norm_eps);
+      norm_forward(llama, ln2, la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), r2, p.ln2_w, p.ln2_b, NS, C,
+                   c.norm_eps);
     });
-    tp.copy_to_region_forward({TpPoint::mlp_fc, l, ln2, N, C});
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(fch, ln2, p.fc_w, p.fc_b, N, C, FC); });
+    const float* fc_in = column_input(ln2, TpPoint::mlp_fc, l);
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
     profiled(prof, OpGroup::activation, [&] {
       if (llama) ops::swiglu_forward(fch_act, fch, N, F);
       else ops::gelu_forward(fch_act, fch, N * F);
     });
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(r3, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
-    tp.reduce_from_region_forward({TpPoint::mlp_proj, l, r3, N, C});
-    profiled(prof, OpGroup::residual, [&] { add_inplace(r3, r2, N * C); });
+    y = sp_ ? full : r3;
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
+    tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
+    profiled(prof, OpGroup::residual, [&] { add(r3, y + R0 * C, r2, NS * C); });
     x = r3;
   }
   a.have_dlogits = false;
-  if (!is_last_stage()) return 0.f;
+  if (!is_last_stage()) {
+    if (sp_) {  // the next stage gets the whole output
+      float* out = a.stage_out.as<float>();
+      copy(out + R0 * C, x, NS * C);
+      tp.sequence_gather({TpPoint::stage_output, last_ - 1, out, N, C});
+    }
+    return 0.f;
+  }
 
   float* lnf = a.lnf.as<float>();
   float* logits = a.logits.as<float>();
   profiled(prof, OpGroup::norm, [&] {
-    norm_forward(llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, N, C, c.norm_eps);
+    norm_forward(llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, NS, C, c.norm_eps);
   });
   const int L = static_cast<int>(c.n_layer);
-  tp.copy_to_region_forward({TpPoint::lm_head, L, lnf, N, C});
-  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, lnf, w.head, nullptr, N, C, V); });
+  const float* head_in = column_input(lnf, TpPoint::lm_head, L);
+  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, head_in, w.head, nullptr, N, C, V); });
   if (!targets) return 0.f;
 
   int64_t valid = 0;
@@ -317,18 +377,34 @@ void Transformer::backward(float loss_scale) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
   const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC, V = d.V;
-  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS;
+  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS, NS = d.NS, R0 = d.R0;
   const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
   OpProfile& prof = profile_;
   check_tp_hooks();
-  float* dres = a.dresidual.as<float>();
+  // dres_full (N, C): the residual stream's gradient; this rank's rows dres (NS, C) are where the
+  // norms' backward accumulates (all of it without sequence parallelism). Under sequence
+  // parallelism the reduce_from_region backward hooks all-gather the other rows in place.
+  float* dres_full = a.dresidual.as<float>();
+  float* dres = dres_full + R0 * C;
   float *dln = a.dln.as<float>(), *datty = a.datty.as<float>(), *dqkv = a.dqkv.as<float>();
   float *dfch = a.dfch.as<float>(), *dfch_act = a.dfch_act.as<float>();
   zero(a.dresidual);
   TensorParallelHooks& tp = *tp_;
   const int L = static_cast<int>(c.n_layer);
+  // Under sequence parallelism only rank 0 takes the gradient of what only rank 0 added (the
+  // row-parallel biases, wpe); without it every rank gets the same whole gradient, as before.
+  auto rank0_grad = [&](float* g) { return sp_ && tp_rank_ != 0 ? nullptr : g; };
+  // The input of a column-parallel linear for its weight gradient: the saved norm output (NS rows),
+  // all-gathered again under sequence parallelism.
+  auto column_input = [&](const float* saved, TpPoint point, int layer) -> const float* {
+    if (!sp_) return saved;
+    float* in = a.full.as<float>();
+    copy(in + R0 * C, saved, NS * C);
+    tp_->sequence_gather({point, layer, in, N, C});
+    return in;
+  };
 
   if (is_last_stage()) {
     TS_CHECK(a.have_dlogits) << "backward() needs a preceding forward() with targets";
@@ -336,19 +412,20 @@ void Transformer::backward(float loss_scale) {
     const int64_t NV = N * V;
     if (loss_scale != 1.f) profiled(prof, OpGroup::loss, [&] { ops::scale_inplace(dlogits, NV, loss_scale); });
     const float* x_last = a.layers.empty() ? a.encoded.as<float>() : a.layers.back().residual3.as<float>();
+    const float* head_in = column_input(a.lnf.as<float>(), TpPoint::lm_head, L);
     zero(a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dln, w.dhead, nullptr, dlogits, a.lnf.as<float>(), w.head, N, C, V);
+      ops::matmul_backward(dln, w.dhead, nullptr, dlogits, head_in, w.head, N, C, V);
     });
     tp.copy_to_region_backward({TpPoint::lm_head, L, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, w.dlnf_w, w.dlnf_b, dln, x_last, w.lnf_w, a.lnf_mean.as<float>(),
-                    a.lnf_rstd.as<float>(), N, C);
+      norm_backward(llama, dres, w.dlnf_w, w.dlnf_b, dln + R0 * C, x_last, w.lnf_w, a.lnf_mean.as<float>(),
+                    a.lnf_rstd.as<float>(), NS, C);
     });
     a.have_dlogits = false;  // the logits buffer now holds scaled gradients: one backward per forward
     if (grad_ready_) grad_ready_(L);
   } else {
-    std::memcpy(dres, a.output_grad.data(), a.dresidual.bytes());
+    copy(dres, a.output_grad.as<float>() + R0 * C, NS * C);
   }
 
   for (int l = last_ - 1; l >= first_; --l) {
@@ -357,32 +434,33 @@ void Transformer::backward(float loss_scale) {
     const TensorPtrs& g = w.g[l - first_];
     const float* x = l == first_ ? a.encoded.as<float>() : a.layers[l - first_ - 1].residual3.as<float>();
     // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))); dres carries d residual3.
-    tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres, N, C});
+    tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
     zero(a.dfch_act);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dfch_act, g.mproj_w, g.mproj_b, dres, la.fch_act.as<float>(), p.mproj_w, N, F, C);
+      ops::matmul_backward(dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, la.fch_act.as<float>(), p.mproj_w,
+                           N, F, C);
     });
     zero(a.dfch);
     profiled(prof, OpGroup::activation, [&] {
       if (llama) ops::swiglu_backward(dfch, dfch_act, la.fch.as<float>(), N, F);
       else ops::gelu_backward(dfch, la.fch.as<float>(), dfch_act, N * F);
     });
+    const float* fc_in = column_input(la.ln2.as<float>(), TpPoint::mlp_fc, l);
     zero(a.dln);
-    profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dln, g.fc_w, g.fc_b, dfch, la.ln2.as<float>(), p.fc_w, N, C, FC);
-    });
+    profiled(prof, OpGroup::matmul, [&] { ops::matmul_backward(dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
     tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln, la.residual2.as<float>(), p.ln2_w, la.ln2_mean.as<float>(),
-                    la.ln2_rstd.as<float>(), N, C);
+      norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, la.residual2.as<float>(), p.ln2_w,
+                    la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), NS, C);
     });
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
     // Under tp, dres is the same on every rank, so every rank accumulates the replicated proj bias's
-    // gradient (and the norms'): replicated parameters get identical gradients everywhere.
-    tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres, N, C});
+    // gradient (and the norms'): replicated parameters get identical gradients everywhere (under
+    // sequence parallelism: partial ones, see rank0_grad and the norms' NS rows).
+    tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres_full, N, C});
     zero(a.datty);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(datty, g.proj_w, g.proj_b, dres, la.atty.as<float>(), p.proj_w, N, A, C);
+      ops::matmul_backward(datty, g.proj_w, rank0_grad(g.proj_b), dres_full, la.atty.as<float>(), p.proj_w, N, A, C);
     });
     zero(a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
@@ -390,28 +468,31 @@ void Transformer::backward(float loss_scale) {
                               HS);
       if (llama) ops::rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
     });
+    const float* qkv_in = column_input(la.ln1.as<float>(), TpPoint::attn_qkv, l);
     zero(a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, la.ln1.as<float>(), p.qkv_w, N, C, Q);
+      ops::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
     });
     tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(),
-                    N, C);
+      norm_backward(llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, la.ln1_mean.as<float>(),
+                    la.ln1_rstd.as<float>(), NS, C);
     });
     if (grad_ready_) grad_ready_(l);
   }
 
   if (is_first_stage()) {
-    tp.reduce_from_region_backward({TpPoint::embedding, -1, dres, N, C});
+    tp.reduce_from_region_backward({TpPoint::embedding, -1, dres_full, N, C});
     profiled(prof, OpGroup::embedding, [&] {
-      if (tp_size_ == 1) ops::embedding_backward(w.dwte, w.dwpe, dres, last_tokens_, B, T, C);
-      else  // this rank's vocabulary rows; dwpe on every rank (replicated)
-        ops::embedding_backward_range(w.dwte, w.dwpe, dres, last_tokens_, B, T, C, vocab_lo_, vocab_lo_ + V);
+      if (tp_size_ == 1) ops::embedding_backward(w.dwte, w.dwpe, dres_full, last_tokens_, B, T, C);
+      else  // this rank's vocabulary rows; dwpe on every rank (replicated), on rank 0 under sequence parallelism
+        ops::embedding_backward_range(w.dwte, rank0_grad(w.dwpe), dres_full, last_tokens_, B, T, C, vocab_lo_,
+                                      vocab_lo_ + V);
     });
     if (grad_ready_) grad_ready_(-1);
   } else {
-    std::memcpy(a.input_grad.data(), dres, a.dresidual.bytes());
+    if (sp_) tp.sequence_gather({TpPoint::stage_input, first_, dres_full, N, C});
+    copy(a.input_grad.as<float>(), dres_full, N * C);
   }
 }
 

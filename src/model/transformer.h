@@ -4,6 +4,18 @@
 // Activations are allocated once for a fixed micro-batch (B, T); forward/backward allocate nothing.
 // Tensor parallelism reaches it only through TensorParallelHooks (identity by default): with a
 // ParamLayout for shard r of p, it runs that shard's heads, MLP slice and vocabulary slice.
+//
+// Sequence parallelism (hooks->sequence_parallel() at tp size p > 1; N = B*T divisible by p): rank r
+// runs the norms and residual adds on rows [r*N/p, (r+1)*N/p) only and stores only those rows of
+// the residual stream, the norm outputs and their statistics (N/p rows instead of N); the
+// attention and MLP interiors, logits and loss keep all N rows (their widths are already split).
+// Where a whole activation is needed it is all-gathered into one scratch (N, C) buffer shared by
+// all layers: the input of each column-parallel linear in forward, and again in backward for its
+// weight gradient (Megatron's choice: one extra all-gather per linear instead of keeping N rows per
+// layer). Replicated parameters' gradients are then per-rank partial sums (tensor_parallel_hooks.h);
+// sum them over tp after backward. Pipeline seams stay whole (B,T,C) and identical on every tp
+// rank: a non-first stage takes its rows of stage_input() and all-gathers its input gradient; a
+// non-last stage all-gathers its output and takes its rows of stage_output_grad().
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -50,6 +62,8 @@ class Transformer {
   // Pipeline seams: hidden states entering this stage (B,T,C) (write before forward on a
   // non-first stage), leaving it (read after forward on a non-last stage), the gradient w.r.t.
   // the output (write before backward on a non-last stage), and w.r.t. the input (read after).
+  // All whole (B,T,C), also under sequence parallelism (the same on every tp rank); there
+  // stage_input() exists only on a non-first stage and stage_output() on a non-last one (else null).
   float* stage_input();
   const float* stage_output() const;
   float* stage_output_grad();
@@ -62,8 +76,12 @@ class Transformer {
   // Conjugate tensor-parallel pairs called around the projections, embedding and loss (see
   // tensor_parallel_hooks.h); nullptr restores the identity. `hooks` must outlive the model.
   // Their rank and size must be the layout's TensorParallelShard (TS_CHECKed here and in
-  // forward/backward, so a tp layout never runs on the identity by mistake).
+  // forward/backward, so a tp layout never runs on the identity by mistake). Reads
+  // hooks->sequence_parallel() and, when that changes the activation layout, reallocates the
+  // activations (TS_CHECKs validate_sequence_parallel(B*T, tp size): check it with the config).
   void set_tensor_parallel_hooks(TensorParallelHooks* hooks);
+  // Whether forward/backward run sequence-parallel (see above).
+  bool sequence_parallel() const { return sp_; }
   // The hooks' first communication failure (ok at tp size 1). Check it after forward/backward:
   // after a failure the loss and gradients are meaningless.
   Status tp_status() const { return tp_->status(); }
@@ -76,18 +94,21 @@ class Transformer {
   struct Weights;  // resolved pointers into the store: no name look-ups in the step
   // Sizes of one micro-batch: N = B*T rows, Q = qkv width, A = attention width NH*HS, FC = fc
   // output width (F, or 2F for SwiGLU), V = logits columns. Local to this tp rank: NH, NKV, F are
-  // divided by the tp size, V is the padded vocabulary divided by it.
+  // divided by the tp size, V is the padded vocabulary divided by it. NS rows starting at row R0
+  // are this rank's sequence shard (N/p at R0 = r*N/p under sequence parallelism, else N at 0).
   struct Dims {
-    int64_t B, T, N, C, Q, A, F, FC, NH, NKV, HS, V;
+    int64_t B, T, N, C, Q, A, F, FC, NH, NKV, HS, V, NS, R0;
     bool llama;
   };
   Dims dims() const;
   void check_tp_hooks() const;
+  void allocate_activations();  // for the current sp_
   ModelConfig cfg_;
   ParamStore& store_;
   int64_t B_, T_;
   int first_, last_;
   int tp_rank_ = 0, tp_size_ = 1;
+  bool sp_ = false;  // sequence parallel (only at tp size > 1)
   int64_t vocab_lo_ = 0, vocab_valid_ = 0;  // first vocabulary row of the shard; its non-padding rows
   std::unique_ptr<Acts> acts_;
   std::unique_ptr<Weights> w_;
