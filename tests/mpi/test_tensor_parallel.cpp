@@ -1,10 +1,13 @@
 // Tensor parallelism across real ranks: every rank builds the whole model and its tp shard from the
 // same seed and checks that the shard's loss, gradients (via shard_pieces), tp-aware clipped norm
 // and three AdamW steps equal the whole model's. Run at 2 ranks (tp 2) and 4 (tp 2 x dp 2, tp 4).
+// The same with sequence parallelism (after summing the replicated gradients over tp), also as two
+// pipeline stages, and its error for token rows that do not split over tp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -129,7 +132,22 @@ void expect_shard_equals_whole(const ParamStore& whole, const ParamStore& shard,
   }
 }
 
-void run_case(const Case& c, int tp_size) {
+// Replicated tensors (norms, wpe, row-parallel biases) must hold the same bits on every tp rank.
+void expect_replicated_identical(const ParamStore& shard, bool grads, Communicator& tpc, const std::string& where) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the replicated tensors' bytes
+  for (const ParamInfo& p : shard.layout().params()) {
+    if (p.split != TpSplit::replicated) continue;
+    const auto* b = reinterpret_cast<const unsigned char*>((grads ? shard.grads() : shard.params()) + p.offset);
+    for (int64_t i = 0; i < p.numel * 4; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  std::vector<uint64_t> all(static_cast<size_t>(tpc.size()));
+  ASSERT_TRUE(tpc.all_gather(&h, all.data(), sizeof(h), DType::u8).ok());
+  for (int r = 1; r < tpc.size(); ++r)
+    EXPECT_EQ(all[r], all[0]) << where << (grads ? " replicated gradients" : " replicated parameters") << " of tp rank "
+                              << r << " differ from rank 0";
+}
+
+void run_case(const Case& c, int tp_size, bool sp = false) {
   Communicator& w = world();
   Result<Grid> grid = Grid::create(w, GridShape{w.size() / tp_size, 1, tp_size});
   ASSERT_TRUE(grid.ok()) << grid.status().to_string();
@@ -137,15 +155,17 @@ void run_case(const Case& c, int tp_size) {
   const ModelConfig& cfg = c.cfg;
   const int64_t B = 2, T = 16, N = B * T;
   const uint64_t seed = 1234;
-  const std::string where = c.name + " tp=" + std::to_string(tp_size) + " rank " + std::to_string(tpc.rank());
+  const std::string where =
+      c.name + " tp=" + std::to_string(tp_size) + (sp ? " sp" : "") + " rank " + std::to_string(tpc.rank());
 
   ParamStore whole{ParamLayout(cfg)};
   ParamStore shard{ParamLayout(cfg, TensorParallelShard{tpc.rank(), tpc.size()})};
   init_parameters(whole, cfg, seed);
   init_parameters(shard, cfg, seed);
   Transformer full(cfg, whole, B, T), part(cfg, shard, B, T);
-  TensorParallel hooks(tpc);
+  TensorParallel hooks(tpc, sp);
   part.set_tensor_parallel_hooks(&hooks);
+  EXPECT_EQ(part.sequence_parallel(), sp);
   AdamWConfig opt_cfg;
   AdamW opt_full(whole.layout(), opt_cfg), opt_part(shard.layout(), opt_cfg);
 
@@ -163,6 +183,11 @@ void run_case(const Case& c, int tp_size) {
     const float loss_part = part.forward(tokens.data(), targets.data());
     part.backward(0.5f);
     ASSERT_TRUE(hooks.status().ok()) << hooks.status().to_string();
+    if (sp) {
+      const Status s = sequence_parallel_reduce_replicated_grads(shard, tpc);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      expect_replicated_identical(shard, /*grads=*/true, tpc, where);
+    }
     EXPECT_NEAR(loss_part, loss_full, 1e-5 * std::abs(loss_full)) << where << " step " << step;
     // No ASSERT between collectives: a rank that left early would leave its peers waiting.
     for (int64_t i = 0; i < N; ++i)
@@ -178,6 +203,7 @@ void run_case(const Case& c, int tp_size) {
     opt_full.step(whole.params(), whole.grads(), kLr);
     opt_part.step(shard.params(), shard.grads(), kLr);
     expect_shard_equals_whole(whole, shard, /*grads=*/false, 1e-5, where + " after step " + std::to_string(step));
+    if (sp) expect_replicated_identical(shard, /*grads=*/false, tpc, where);
   }
 }
 
@@ -206,6 +232,117 @@ TEST(TensorParallelGradNorm, ReplicatedTensorsCountOnceAndShardsAddUp) {
   Result<double> ss = tp_grad_sum_of_squares(shard, w);
   ASSERT_TRUE(ss.ok()) << ss.status().to_string();
   EXPECT_EQ(*ss, static_cast<double>(cfg.num_parameters()));
+}
+
+// ---- sequence parallelism ----
+
+// The tensor-parallel cases plus a tied-embedding LLaMA.
+std::vector<Case> sequence_parallel_cases() {
+  std::vector<Case> out = cases();
+  ModelConfig tied_llama = model_preset("tiny-llama").value();
+  tied_llama.n_head = 8;
+  tied_llama.n_kv_head = 4;
+  tied_llama.tied_embeddings = true;
+  out.push_back({"llama_gqa_tied", tied_llama});
+  return out;
+}
+
+class SequenceParallelEqualsWholeModel : public ::testing::TestWithParam<int> {};
+
+TEST_P(SequenceParallelEqualsWholeModel, LossGradientsClippedNormAndAdamWSteps) {
+  const int tp = GetParam();
+  if (world().size() % tp != 0) GTEST_SKIP() << "tp " << tp << " needs a multiple of " << tp << " ranks";
+  for (const Case& c : sequence_parallel_cases()) {
+    SCOPED_TRACE(c.name);
+    run_case(c, tp, /*sp=*/true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tp, SequenceParallelEqualsWholeModel, ::testing::Values(2, 4),
+                         [](const auto& info) { return "tp" + std::to_string(info.param); });
+
+// Two pipeline stages in one process, layers [0, 1) and [1, L), each sequence-parallel over the tp
+// group: the whole (B,T,C) stage output of the first is the second's stage input, and the second's
+// whole input gradient the first's output gradient, on every tp rank. Loss and every gradient equal
+// the whole model's.
+TEST(SequenceParallelStages, WholeStageSeamsGiveTheWholeModelsLossAndGradients) {
+  Communicator& w = world();
+  for (int tp_size : {2, 4}) {
+    if (w.size() % tp_size != 0) continue;
+    Result<Grid> grid = Grid::create(w, GridShape{w.size() / tp_size, 1, tp_size});
+    ASSERT_TRUE(grid.ok()) << grid.status().to_string();
+    Communicator& tpc = grid->tp();
+    for (const Case& c : sequence_parallel_cases()) {
+      const ModelConfig& cfg = c.cfg;
+      if (cfg.tied_embeddings) continue;  // a tied head's gradient is split between the stages' copies
+      const std::string where =
+          c.name + " tp=" + std::to_string(tp_size) + " sp stages rank " + std::to_string(tpc.rank());
+      const int64_t B = 2, T = 16, N = B * T, C = cfg.d_model;
+      const int L = static_cast<int>(cfg.n_layer);
+      const TensorParallelShard shard{tpc.rank(), tpc.size()};
+      ParamStore whole{ParamLayout(cfg)}, s0{ParamLayout(cfg, 0, 1, shard)}, s1{ParamLayout(cfg, 1, L, shard)};
+      for (ParamStore* st : {&whole, &s0, &s1}) init_parameters(*st, cfg, 99);
+      Transformer full(cfg, whole, B, T), first(cfg, s0, B, T), last(cfg, s1, B, T);
+      TensorParallel hooks(tpc, /*sequence_parallel=*/true);
+      first.set_tensor_parallel_hooks(&hooks);
+      last.set_tensor_parallel_hooks(&hooks);
+      auto tokens = random_ids(N, cfg.vocab_size, 71), targets = random_ids(N, cfg.vocab_size, 72);
+      for (ParamStore* st : {&whole, &s0, &s1}) st->zero_grads();
+      const float loss_full = full.forward(tokens.data(), targets.data());
+      full.backward();
+      first.forward(tokens.data(), nullptr);
+      std::memcpy(last.stage_input(), first.stage_output(), N * C * sizeof(float));
+      const float loss = last.forward(nullptr, targets.data());
+      last.backward();
+      std::memcpy(first.stage_output_grad(), last.stage_input_grad(), N * C * sizeof(float));
+      first.backward();
+      ASSERT_TRUE(hooks.status().ok()) << hooks.status().to_string();
+      EXPECT_NEAR(loss, loss_full, 1e-5 * std::abs(loss_full)) << where;
+      for (ParamStore* st : {&s0, &s1}) {
+        const Status s = sequence_parallel_reduce_replicated_grads(*st, tpc);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        expect_shard_equals_whole(whole, *st, /*grads=*/true, 1e-5, where);
+      }
+    }
+  }
+}
+
+TEST(SequenceParallelRows, TokenRowsMustSplitOverTpNamingBoth) {
+  const Status bad = validate_sequence_parallel(30, 4);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.code(), StatusCode::invalid_argument);
+  for (const char* part : {"micro_batch*seq_len = 30", "tp = 4", "not divisible"})
+    EXPECT_NE(bad.message().find(part), std::string::npos) << bad.message();
+  EXPECT_TRUE(validate_sequence_parallel(32, 4).ok());
+  EXPECT_TRUE(validate_sequence_parallel(7, 1).ok());
+  EXPECT_FALSE(validate_sequence_parallel(8, 0).ok());
+  // The hooks refuse such a region too (every rank alike, before any collective) and keep the error.
+  Communicator& w = world();
+  TensorParallel hooks(w, /*sequence_parallel=*/true);
+  std::vector<float> x(static_cast<size_t>(w.size() + 1) * 2, 1.f);
+  hooks.copy_to_region_forward({TpPoint::attn_qkv, 0, x.data(), w.size() + 1, 2});
+  ASSERT_FALSE(hooks.status().ok());
+  EXPECT_NE(hooks.status().message().find("not divisible"), std::string::npos) << hooks.status().to_string();
+  EXPECT_NE(hooks.status().message().find("attn_qkv"), std::string::npos) << hooks.status().to_string();
+}
+
+// An in-place reduce-scatter and all-gather along rows: rank r's rows hold the sums / every row.
+TEST(SequenceParallelHooks, RowCollectivesRunInPlace) {
+  Communicator& w = world();
+  const int p = w.size(), r = w.rank();
+  const int64_t rows = 2 * p, cols = 3, n = rows / p;
+  TensorParallel hooks(w, /*sequence_parallel=*/true);
+  std::vector<float> y(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) y[i] = static_cast<float>(i * 10 + r);
+  hooks.reduce_from_region_forward({TpPoint::attn_proj, 0, y.data(), rows, cols});
+  ASSERT_TRUE(hooks.status().ok()) << hooks.status().to_string();
+  for (int64_t i = r * n * cols; i < (r + 1) * n * cols; ++i)
+    EXPECT_EQ(y[i], static_cast<float>(p * i * 10 + p * (p - 1) / 2)) << "element " << i;
+  std::vector<float> x(static_cast<size_t>(rows * cols), -1.f);
+  for (int64_t i = r * n * cols; i < (r + 1) * n * cols; ++i) x[i] = static_cast<float>(i);
+  hooks.reduce_from_region_backward({TpPoint::attn_proj, 0, x.data(), rows, cols});
+  ASSERT_TRUE(hooks.status().ok()) << hooks.status().to_string();
+  for (int64_t i = 0; i < rows * cols; ++i) EXPECT_EQ(x[i], static_cast<float>(i)) << "element " << i;
 }
 
 }  // namespace
