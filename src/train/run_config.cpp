@@ -34,6 +34,36 @@ Result<LrSchedule> parse_lr_schedule(std::string_view s) {
 
 namespace {
 
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string_view>& candidates) {
+  std::string_view best;
+  size_t best_d = SIZE_MAX;
+  for (auto c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  size_t limit = std::max<size_t>(2, word.size() / 3);
+  bool contains = !word.empty() && !best.empty() &&
+                  (best.find(word) != std::string_view::npos || word.find(best) != std::string_view::npos);
+  if (best_d <= limit || contains) return "; did you mean '" + std::string(best) + "'?";
+  return "";
+}
+
+namespace {
+
 const char* node_type_name(toml::node_type t) {
   switch (t) {
     case toml::node_type::table: return "table";
@@ -49,33 +79,6 @@ const char* node_type_name(toml::node_type t) {
   }
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// "; did you mean 'x'?" when a candidate is close enough to be a plausible typo, else "".
-std::string suggestion(std::string_view word, const std::vector<std::string_view>& candidates) {
-  std::string_view best;
-  size_t best_d = SIZE_MAX;
-  for (auto c : candidates) {
-    size_t d = edit_distance(word, c);
-    if (d < best_d) best_d = d, best = c;
-  }
-  size_t limit = std::max<size_t>(2, word.size() / 3);
-  bool contains = !word.empty() && !best.empty() &&
-                  (best.find(word) != std::string_view::npos || word.find(best) != std::string_view::npos);
-  if (best_d <= limit || contains) return "; did you mean '" + std::string(best) + "'?";
-  return "";
-}
-
 std::string join(const std::vector<std::string_view>& v) {
   std::string out;
   for (auto s : v) out += (out.empty() ? "" : ", ") + std::string(s);
@@ -84,13 +87,13 @@ std::string join(const std::vector<std::string_view>& v) {
 
 Status unknown_section_error(const std::string& where, std::string_view name) {
   auto names = section_names();
-  return invalid_argument(where + ": unknown section [" + std::string(name) + "]" + suggestion(name, names) +
+  return invalid_argument(where + ": unknown section [" + std::string(name) + "]" + did_you_mean(name, names) +
                           " (allowed sections: " + join(names) + ")");
 }
 Status unknown_key_error(const std::string& where, const SectionSpec& sec, std::string_view key) {
   auto names = key_names(sec);
   return invalid_argument(where + ": unknown key '" + std::string(key) + "' in [" + std::string(sec.name) + "]" +
-                          suggestion(key, names) + " (allowed keys in [" + std::string(sec.name) +
+                          did_you_mean(key, names) + " (allowed keys in [" + std::string(sec.name) +
                           "]: " + join(names) + ")");
 }
 
@@ -128,6 +131,35 @@ Result<toml::table> override_value(const std::string& text, const KeySpec& key, 
       t.insert("v", s);
       break;
     }
+    case KeyType::integer_list: {
+      // "[2,3,3]", "2,3,3", "[]" or "" (spaces allowed around the numbers).
+      std::string_view body = value;
+      auto trim = [](std::string_view x) {
+        while (!x.empty() && x.front() == ' ') x.remove_prefix(1);
+        while (!x.empty() && x.back() == ' ') x.remove_suffix(1);
+        return x;
+      };
+      body = trim(body);
+      if (!body.empty() && body.front() == '[') {
+        if (body.back() != ']') return bad(" (write a list as [2,3,3] or 2,3,3)");
+        body = trim(body.substr(1, body.size() - 2));
+      }
+      toml::array list;
+      while (!body.empty()) {
+        const size_t comma = body.find(',');
+        const std::string_view item = trim(body.substr(0, comma));
+        int64_t v = 0;
+        auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+        if (item.empty() || ec != std::errc() || p != item.data() + item.size())
+          return bad(" (write a list as [2,3,3] or 2,3,3)");
+        list.push_back(v);
+        if (comma == std::string_view::npos) break;
+        body.remove_prefix(comma + 1);
+        if (trim(body).empty()) return bad(" (write a list as [2,3,3] or 2,3,3)");
+      }
+      t.insert("v", std::move(list));
+      break;
+    }
   }
   return t;
 }
@@ -161,6 +193,13 @@ class Reader {
     auto* n = node(sec, key);
     return n ? std::optional<std::string>(n->as_string()->get()) : std::nullopt;
   }
+  std::optional<std::vector<int64_t>> integer_list(std::string_view sec, std::string_view key) const {
+    auto* n = node(sec, key);
+    if (!n) return std::nullopt;
+    std::vector<int64_t> out;
+    for (const toml::node& e : *n->as_array()) out.push_back(e.as_integer()->get());
+    return out;
+  }
   // The key's value by its schema type, if the TOML (or an override) gives it.
   std::optional<KeyValue> value(std::string_view sec, const KeySpec& key) const {
     switch (key.value.type) {
@@ -168,6 +207,7 @@ class Reader {
       case KeyType::floating: if (auto v = floating(sec, key.name)) return *v; break;
       case KeyType::boolean: if (auto v = boolean(sec, key.name)) return *v; break;
       case KeyType::string: if (auto v = string(sec, key.name)) return *v; break;
+      case KeyType::integer_list: if (auto v = integer_list(sec, key.name)) return *v; break;
     }
     return std::nullopt;
   }
@@ -221,6 +261,15 @@ Status check_structure(const toml::table& root, const std::string& source,
         case KeyType::floating: ok = val.is_floating_point() || val.is_integer(); break;
         case KeyType::boolean: ok = val.is_boolean(); break;
         case KeyType::string: ok = val.is_string(); break;
+        case KeyType::integer_list:
+          ok = val.is_array();
+          if (ok)
+            for (size_t i = 0; i < val.as_array()->size(); ++i)
+              if (const toml::node& e = *val.as_array()->get(i); !e.is_integer())
+                return invalid_argument(where + ": " + full + "[" + std::to_string(i) + "] must be integer, got " +
+                                        node_type_name(e.type()) + " (write e.g. " + full.substr(full.find('.') + 1) +
+                                        " = [2, 3, 3])");
+          break;
       }
       if (!ok)
         return invalid_argument(where + ": " + full + " must be " + key_type_name(spec->value.type) + ", got " +

@@ -54,6 +54,11 @@ struct ParallelConfig {
   int pp = 1;
   int tp = 1;
   double bucket_mb = 4.0;  // gradient all-reduce bucket size
+  // Pipeline parallelism (train/parallel_layout.h checks these against the world size and the model).
+  std::string schedule = "1f1b";      // "gpipe" | "1f1b" | "interleaved" (checked by parse_pipeline_schedule)
+  int virtual_stages = 1;             // model chunks per pipeline rank (interleaved: >= 2)
+  std::vector<int64_t> stage_layers;  // layers per virtual stage, pp * virtual_stages entries; empty = balance
+  bool sequence_parallel = false;     // shard the norm/dropout activations over tp along the sequence
 };
 
 struct RunConfig {

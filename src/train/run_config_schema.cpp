@@ -3,6 +3,8 @@
 #include "train/run_config_schema.h"
 
 #include <cmath>
+
+#include "parallel/pipeline_schedule.h"
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -15,6 +17,7 @@ const char* key_type_name(KeyType t) {
     case KeyType::floating: return "float";
     case KeyType::boolean: return "boolean";
     case KeyType::string: return "string";
+    case KeyType::integer_list: return "array of integers";
   }
   return "?";
 }
@@ -35,6 +38,7 @@ constexpr KeyType key_type_of() {
   if constexpr (std::is_same_v<T, bool>) return KeyType::boolean;
   else if constexpr (std::is_integral_v<T>) return KeyType::integer;
   else if constexpr (std::is_floating_point_v<T>) return KeyType::floating;
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return KeyType::integer_list;
   else return KeyType::string;
 }
 
@@ -57,6 +61,8 @@ KeyBinding bind(Ref ref) {
       dst = static_cast<T>(x);
     } else if constexpr (std::is_floating_point_v<T>) {
       dst = static_cast<T>(std::get<double>(v));
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      dst = std::get<std::vector<int64_t>>(v);
     } else {
       dst = std::get<std::string>(v);
     }
@@ -141,6 +147,25 @@ KeyCheck holds(bool (*ok)(double), std::string rule, bool show_value = false) {
 }
 KeyCheck not_empty() {
   return [](const KeyValue& v) -> std::string { return std::get<std::string>(v).empty() ? " must not be empty" : ""; };
+}
+// Every element of an integer list >= lo: " [i] must be >= lo (got x)" after the key's location.
+KeyCheck each_at_least(int64_t lo) {
+  return [lo](const KeyValue& v) -> std::string {
+    const auto& list = std::get<std::vector<int64_t>>(v);
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i] < lo)
+        return "[" + std::to_string(i) + "] must be >= " + std::to_string(lo) + " (got " + std::to_string(list[i]) + ")";
+    return "";
+  };
+}
+// A string that must name a pipeline schedule (kept as the string; parse_pipeline_schedule reads it).
+KeyCheck pipeline_schedule_name_check() {
+  return [](const KeyValue& v) -> std::string {
+    const std::string& name = std::get<std::string>(v);
+    Result<PipelineScheduleKind> kind = parse_pipeline_schedule(name);
+    if (kind.ok()) return "";
+    return ": " + kind.status().message() + did_you_mean(name, {"gpipe", "1f1b", "interleaved"});
+  };
 }
 std::vector<KeyCheck> count_of_ranks() {
   return {at_least(1), holds([](double x) { return x <= 65536; }, " is too large (max 65536)")};
@@ -230,6 +255,16 @@ std::vector<SectionSpec> make_schema() {
            {"tp", field(&RC::parallel, &PC::tp), kOk, count_of_ranks(), "tensor-parallel ranks"},
            {"bucket_mb", field(&RC::parallel, &PC::bucket_mb), kOk,
             {holds([](double x) { return x > 0; }, " must be > 0")}, "gradient all-reduce bucket size"},
+           // How the work is split, not the math: a change on --resume keeps the trajectory.
+           {"schedule", field(&RC::parallel, &PC::schedule), kOk, {pipeline_schedule_name_check()},
+            "pipeline schedule: gpipe, 1f1b or interleaved (ignored at pp = 1)"},
+           {"virtual_stages", field(&RC::parallel, &PC::virtual_stages), kOk,
+            {at_least(1), holds([](double x) { return x <= 1024; }, " is too large (max 1024)")},
+            "model chunks per pipeline rank (interleaved: >= 2)"},
+           {"stage_layers", field(&RC::parallel, &PC::stage_layers), kOk, {each_at_least(1)},
+            "layers per virtual stage (pp * virtual_stages entries); [] = balance automatically"},
+           {"sequence_parallel", field(&RC::parallel, &PC::sequence_parallel), kOk, {},
+            "shard norm activations over tp along the sequence (needs tp >= 2)"},
        }},
   };
 }

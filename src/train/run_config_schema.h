@@ -13,11 +13,14 @@
 
 namespace tessera {
 
-enum class KeyType { integer, floating, boolean, string };
-const char* key_type_name(KeyType t);  // as error messages say it: "integer", "float", "boolean", "string"
+// integer_list: a TOML array of integers (parallel.stage_layers = [2, 3, 3]); an override writes it
+// "[2,3,3]" or "2,3,3" ("[]" for the empty list).
+enum class KeyType { integer, floating, boolean, string, integer_list };
+// As error messages say it: "integer", "float", "boolean", "string", "array of integers".
+const char* key_type_name(KeyType t);
 
 // A key's value as TOML or an override gives it (an integer for a float key already widened to double).
-using KeyValue = std::variant<int64_t, double, bool, std::string>;
+using KeyValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 
 // A rule on a key's value: "" when it holds, else the message that follows the key's location,
 // e.g. " must be >= 1 (got 0)" after "cfg.toml:7: train.steps".
@@ -72,5 +75,10 @@ std::string toml_literal(bool v);
 std::string toml_literal(float v);
 std::string toml_literal(double v);
 std::string toml_literal(const std::string& v);
+std::string toml_literal(const std::vector<int64_t>& v);  // "[2, 3, 3]", "[]"
+
+// "; did you mean 'x'?" when a candidate is close enough to `word` to be a plausible typo, else ""
+// (defined in run_config.cpp; unknown keys and sections, and names such as parallel.schedule use it).
+std::string did_you_mean(std::string_view word, const std::vector<std::string_view>& candidates);
 
 }  // namespace tessera

@@ -38,6 +38,12 @@ std::string toml_literal(const std::string& v) {
   return out + "\"";
 }
 
+std::string toml_literal(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
 std::string RunConfig::to_toml() const {
   std::string s = "# Resolved run configuration (every key explicit; grad_accum = " + std::to_string(train.grad_accum) +
                   ").\n";

@@ -66,6 +66,10 @@ dp = 2
 pp = 2
 tp = 2
 bucket_mb = 0.25
+schedule = "gpipe"
+virtual_stages = 3
+stage_layers = [1, 2]
+sequence_parallel = true
 )";
 
 RunConfig parse_ok(const std::string& text, const std::vector<std::string>& overrides = {}) {
@@ -165,6 +169,11 @@ TEST(RunConfigSchema, ResumeChangesNameKeyAndValues) {
   got = describe_resume_changes(
       saved, to_json(parse_ok(kMinimal, {"train.steps=500", "train.out_dir=elsewhere", "train.threads=1",
                                          "train.eval_interval=7", "train.log_interval=3", "parallel.bucket_mb=1"})));
+  EXPECT_EQ(got, "") << got;
+  // The pipeline / sequence-parallel keys split the work without changing the math.
+  got = describe_resume_changes(
+      saved, to_json(parse_ok(kMinimal, {"parallel.schedule=interleaved", "parallel.virtual_stages=2",
+                                         "parallel.stage_layers=[1,1]", "parallel.sequence_parallel=true"})));
   EXPECT_EQ(got, "") << got;
 }
 

@@ -263,6 +263,69 @@ TEST(RunConfig, TomlRoundTrip) {
   EXPECT_FALSE(other == c);
 }
 
+TEST(RunConfig, PipelineKeysDefaultsTomlAndOverrides) {
+  RunConfig d = parse_ok(kMinimal);
+  EXPECT_EQ(d.parallel.schedule, "1f1b");
+  EXPECT_EQ(d.parallel.virtual_stages, 1);
+  EXPECT_TRUE(d.parallel.stage_layers.empty());
+  EXPECT_FALSE(d.parallel.sequence_parallel);
+  EXPECT_HAS(d.to_toml(), "\nschedule = \"1f1b\"\n");
+  EXPECT_HAS(d.to_toml(), "\nstage_layers = []\n");
+  EXPECT_EQ(to_json(d)["parallel"]["stage_layers"], nlohmann::json::array());
+
+  RunConfig c = parse_ok(kMinimal + "[parallel]\nschedule = \"interleaved\"\nvirtual_stages = 2\n"
+                                    "stage_layers = [2, 3, 3]\nsequence_parallel = true\n");
+  EXPECT_EQ(c.parallel.schedule, "interleaved");
+  EXPECT_EQ(c.parallel.virtual_stages, 2);
+  EXPECT_EQ(c.parallel.stage_layers, (std::vector<int64_t>{2, 3, 3}));
+  EXPECT_TRUE(c.parallel.sequence_parallel);
+  EXPECT_HAS(c.to_toml(), "\nstage_layers = [2, 3, 3]\n");
+  EXPECT_EQ(to_json(c)["parallel"]["stage_layers"], nlohmann::json::parse("[2, 3, 3]"));
+  auto back = parse_run_config(c.to_toml(), {}, "resolved.toml");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back.value() == c);
+
+  // Overrides: bracketed, bare, spaced, empty; an override replaces the file's list.
+  for (const char* o : {"parallel.stage_layers=[2,3,3]", "parallel.stage_layers=2,3,3", "parallel.stage_layers=[ 2, 3 ,3 ]"})
+    EXPECT_EQ(parse_ok(kMinimal, {o}).parallel.stage_layers, (std::vector<int64_t>{2, 3, 3})) << o;
+  EXPECT_EQ(parse_ok(kMinimal, {"parallel.stage_layers=4"}).parallel.stage_layers, (std::vector<int64_t>{4}));
+  EXPECT_TRUE(parse_ok(kMinimal + "[parallel]\nstage_layers = [1]\n", {"parallel.stage_layers=[]"}).parallel.stage_layers.empty());
+  RunConfig o = parse_ok(kMinimal, {"parallel.schedule=gpipe", "parallel.virtual_stages=3",
+                                    "parallel.sequence_parallel=true"});
+  EXPECT_EQ(o.parallel.schedule, "gpipe");
+  EXPECT_EQ(o.parallel.virtual_stages, 3);
+  EXPECT_TRUE(o.parallel.sequence_parallel);
+}
+
+TEST(RunConfig, PipelineKeyErrors) {
+  // A bad element names its index and the rule.
+  std::string m = parse_err(kMinimal + "[parallel]\nstage_layers = [2, 0, 3]\n");
+  EXPECT_HAS(m, "test.toml:4: parallel.stage_layers[1] must be >= 1 (got 0)");
+  m = parse_err(kMinimal + "[parallel]\nstage_layers = [2, \"x\"]\n");
+  EXPECT_HAS(m, "parallel.stage_layers[1] must be integer, got string");
+  m = parse_err(kMinimal + "[parallel]\nstage_layers = [2, 1.5]\n");
+  EXPECT_HAS(m, "parallel.stage_layers[1] must be integer, got float");
+  m = parse_err(kMinimal + "[parallel]\nstage_layers = 3\n");
+  EXPECT_HAS(m, "parallel.stage_layers must be array of integers, got integer");
+  m = parse_err(kMinimal, {"parallel.stage_layers=2,x"});
+  EXPECT_HAS(m, "override 'parallel.stage_layers=2,x': stage_layers expects array of integers");
+  EXPECT_HAS(m, "[2,3,3] or 2,3,3");
+  EXPECT_HAS(parse_err(kMinimal, {"parallel.stage_layers=[2,3"}), "expects array of integers");
+  EXPECT_HAS(parse_err(kMinimal, {"parallel.stage_layers=2,,3"}), "expects array of integers");
+  EXPECT_HAS(parse_err(kMinimal, {"parallel.stage_layers=2,"}), "expects array of integers");
+  EXPECT_HAS(parse_err(kMinimal, {"parallel.stage_layers=[1,-1]"}),
+             "override 'parallel.stage_layers=[1,-1]': parallel.stage_layers[1] must be >= 1 (got -1)");
+  // A schedule name that is not one gets the list and, when close, a suggestion.
+  m = parse_err(kMinimal + "[parallel]\nschedule = \"1F1B\"\n");
+  EXPECT_HAS(m, "test.toml:4: parallel.schedule: unknown pipeline schedule '1F1B'");
+  EXPECT_HAS(m, "\"gpipe\", \"1f1b\" or \"interleaved\"");
+  EXPECT_HAS(m, "did you mean '1f1b'?");
+  EXPECT_HAS(parse_err(kMinimal, {"parallel.schedule=interleave"}), "did you mean 'interleaved'?");
+  EXPECT_EQ(parse_err(kMinimal, {"parallel.schedule=zzzzzzzzzz"}).find("did you mean"), std::string::npos);
+  EXPECT_HAS(parse_err(kMinimal + "[parallel]\nvirtual_stages = 0\n"), "parallel.virtual_stages must be >= 1 (got 0)");
+  EXPECT_HAS(parse_err(kMinimal, {"parallel.sequence_parallel=1"}), "use true or false");
+}
+
 TEST(RunConfig, LoadFileAndMissingFile) {
   auto missing = load_run_config("/nonexistent/cfg.toml");
   ASSERT_FALSE(missing.ok());
@@ -285,9 +348,14 @@ TEST(RunConfig, ShippedConfigsParse) {
   ASSERT_TRUE(byte.ok()) << byte.status().to_string();
   EXPECT_EQ(byte->model.vocab_size, 256);
   EXPECT_EQ(byte->data.dir, "data/kjv");
-  for (const char* name : {"tiny.toml", "gpt2_finetune.toml", "llama_small.toml"}) {
+  for (const char* name : {"default.toml", "kjv_byte.toml", "tiny.toml", "gpt2_finetune.toml", "llama_small.toml"}) {
     auto r = load_run_config(dir + name);
     EXPECT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+    if (!r.ok()) continue;
+    // The config.toml a run writes into its directory parses back to the same config.
+    auto back = parse_run_config(r->to_toml(), {}, "config.toml");
+    ASSERT_TRUE(back.ok()) << name << ": " << back.status().to_string() << "\n" << r->to_toml();
+    EXPECT_TRUE(back.value() == r.value()) << name;
   }
   auto ft = load_run_config(dir + "gpt2_finetune.toml");
   ASSERT_TRUE(ft.ok());
