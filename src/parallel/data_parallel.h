@@ -48,9 +48,9 @@ class DataParallel final : public GradientSync {
   Status average_over_replicas(float* values, int64_t n) override;
   // Hashes the whole parameter buffer and compares across the dp group.
   Status verify_replicas(std::string_view what) override;
-  AdamW& optimizer() override { return opt_; }
+  AdamW& optimizer(int = 0) override { return opt_; }
   // Replicas are identical, so the dp ranks split the writing: rank r saves the r-th 1/dp of the buffer.
-  FlatRange checkpoint_range() const override;
+  FlatRange checkpoint_range(int = 0) const override;
 
   double exposed_wait_s() const override { return exposed_wait_s_; }
   void set_trace(TraceFn fn) override { trace_ = std::move(fn); }

@@ -54,11 +54,14 @@ class GradientSync {
   // Checks that the ranks meant to hold identical parameters do (--verify-replicas).
   virtual Status verify_replicas(std::string_view what) = 0;
 
+  // Model chunks this rank holds, each with its own ParamStore: 1, or V under the interleaved
+  // pipeline schedule. `chunk` below indexes them.
+  virtual int num_chunks() const { return 1; }
   // The optimizer over the owned range (its moments are saved and restored by checkpoints).
-  virtual AdamW& optimizer() = 0;
-  // The elements of the flat buffers this rank writes into a checkpoint: parameters and optimizer
-  // state. The ranges of all ranks holding one layout cover it exactly once.
-  virtual FlatRange checkpoint_range() const = 0;
+  virtual AdamW& optimizer(int chunk = 0) = 0;
+  // The elements of the chunk's flat buffers this rank writes into a checkpoint: parameters and
+  // optimizer state. The ranges of all ranks holding one layout cover it exactly once.
+  virtual FlatRange checkpoint_range(int chunk = 0) const = 0;
 
   // Seconds spent in finish() waiting for communication not hidden behind the backward pass.
   virtual double exposed_wait_s() const = 0;

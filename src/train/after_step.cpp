@@ -7,7 +7,6 @@
 #include <cstdio>
 
 #include "core/memory.h"
-#include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/training_run.h"
 
@@ -20,7 +19,7 @@ double mem_mb() { return memory_stats().total_live / 1048576.0; }
 Result<double> validation_loss(TrainingRun& run) {
   TimelineSpan span(run.timeline, "eval", "eval");
   run.val_loader->reset();
-  TS_ASSIGN_OR_RETURN(EvalResult local, evaluate_loss(*run.model, *run.val_loader, run.cfg.train.eval_batches));
+  TS_ASSIGN_OR_RETURN(EvalResult local, run.runner->evaluate(*run.val_loader, run.cfg.train.eval_batches));
   float m = static_cast<float>(local.mean_loss);
   TS_RETURN_IF_ERROR(run.grid->dp().all_reduce_async(&m, &m, 1, DType::f32, ReduceOp::avg).wait());  // times out
   return static_cast<double>(m);
@@ -100,8 +99,12 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   const bool periodic = cfg.train.checkpoint_interval > 0 && run.state.step % cfg.train.checkpoint_interval == 0;
   if (periodic || last) {
     TimelineSpan span(run.timeline, "checkpoint", "io");
-    TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, *run.store,
-                                                run.sync->optimizer(), run.sync->checkpoint_range(), run.state,
+    std::vector<CheckpointChunk> chunks;
+    for (size_t c = 0; c < run.stores.size(); ++c) {
+      const int ci = static_cast<int>(c);
+      chunks.push_back({run.stores[c].get(), &run.sync->optimizer(ci), run.sync->checkpoint_range(ci)});
+    }
+    TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, chunks, run.state,
                                                 static_cast<int>(cfg.train.keep_checkpoints), run.run_json));
   }
   return last;

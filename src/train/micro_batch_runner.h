@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
+#include "train/evaluate.h"
 #include "train/timeline.h"
 
 namespace tessera {
@@ -23,6 +24,9 @@ class MicroBatchRunner {
   // Runs every micro-batch of one step, accumulating parameter gradients into the model's store
   // (zeroed by the caller). Returns this rank's mean loss over the step's micro-batches.
   virtual Result<double> run(Timeline& timeline) = 0;
+  // Mean loss over up to max_batches batches of `loader` (<= 0: all), forward passes only: the
+  // validation loss. Collective over the ranks of one model replica.
+  virtual Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) = 0;
 };
 
 // `micro_batches` forward/backward passes in a row, each backward scaled by 1/micro_batches; only
@@ -31,6 +35,9 @@ class AccumulationRunner final : public MicroBatchRunner {
  public:
   AccumulationRunner(Transformer& model, GradientSync& sync, BatchSource next_batch, int64_t micro_batches);
   Result<double> run(Timeline& timeline) override;
+  Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) override {
+    return evaluate_loss(model_, loader, max_batches);
+  }
 
  private:
   Transformer& model_;

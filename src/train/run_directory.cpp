@@ -40,8 +40,10 @@ Status resume_latest(TrainingRun& run) {
   if (!latest.ok())
     return not_found("--resume: no complete checkpoint in " + out_dir + "/checkpoints (" +
                      latest.status().message() + "); start without --resume");
-  TS_ASSIGN_OR_RETURN(run.state, load_training_checkpoint(latest->path, run.cfg.model, *run.store,
-                                                          &run.sync->optimizer()));
+  for (size_t c = 0; c < run.stores.size(); ++c) {  // every chunk of this rank; the state is the same in each
+    TS_ASSIGN_OR_RETURN(run.state, load_training_checkpoint(latest->path, run.cfg.model, *run.stores[c],
+                                                            &run.sync->optimizer(static_cast<int>(c))));
+  }
   if (run.lead) warn_resume_changes(latest->path, run.run_json);
   return run.loader->restore(run.state.loader);
 }

@@ -6,6 +6,7 @@ namespace tessera {
 Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_clip) {
   TS_RETURN_IF_ERROR(s.hooks.at(StepPoint::step_begin, step, s.store));
   s.store.zero_grads();
+  for (ParamStore* chunk : s.more_chunks) chunk->zero_grads();
   TS_ASSIGN_OR_RETURN(double local_loss, s.runner.run(s.timeline));
   {
     TimelineSpan span(s.timeline, "grad sync wait", "comm");

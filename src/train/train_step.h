@@ -3,6 +3,7 @@
 // Each parallelism changes one of its parts (runner, gradient strategy), never this sequence.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/status.h"
 #include "model/param_layout.h"
@@ -15,11 +16,12 @@ namespace tessera {
 
 // What one step works on; every member outlives the step.
 struct StepParts {
-  ParamStore& store;
+  ParamStore& store;  // model chunk 0 (the only one unless interleaved): what the hooks see
   MicroBatchRunner& runner;
   GradientSync& sync;
   StepHooks& hooks;
   Timeline& timeline;
+  std::vector<ParamStore*> more_chunks = {};  // chunks 1..V-1 of an interleaved pipeline stage
 };
 
 struct StepResult {

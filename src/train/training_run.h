@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "comm/grid.h"
 #include "data/loader.h"
@@ -16,6 +17,7 @@
 #include "parallel/gradient_sync.h"
 #include "train/metrics.h"
 #include "train/micro_batch_runner.h"
+#include "train/parallel_layout.h"
 #include "train/run_config.h"
 #include "train/step_hooks.h"
 #include "train/timeline.h"
@@ -41,7 +43,8 @@ struct TrainingRun {
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
-  StepParts step_parts() { return {*store, *runner, *sync, *hooks, timeline}; }
+  StepParts step_parts();
+  ParamStore& store() { return *stores.front(); }
   int64_t dp_size() const { return grid->shape().dp; }
   double tokens_per_step() const;
 
@@ -51,14 +54,17 @@ struct TrainingRun {
   const bool lead;                 // world rank 0: prints, writes metrics
   const nlohmann::json run_json;   // the resolved config, as checkpoints store it
   std::unique_ptr<Grid> grid;      // declared first: destroyed last (or leaked, see above)
+  std::unique_ptr<Communicator> embedding_group;  // tied embeddings over pp: first + last stage (or leaked)
+  ParallelLayout layout;           // dp x tp x pp, schedule and stage split
   bool finished_ok = false;
   int threads = 1;
   double peak_gflops = 0;          // sgemm peak of this rank's threads, measured at set-up
   DatasetManifest manifest;
   std::unique_ptr<DataLoader> loader;
   std::optional<EvalLoader> val_loader;
-  std::unique_ptr<ParamStore> store;
-  std::unique_ptr<Transformer> model;
+  std::vector<std::unique_ptr<ParamStore>> stores;  // one per model chunk on this rank (V if interleaved)
+  std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
+  std::unique_ptr<Transformer> model;               // dp-only layouts: the one replica
   std::unique_ptr<GradientSync> sync;
   std::unique_ptr<MicroBatchRunner> runner;
   std::unique_ptr<StepHooks> hooks;

@@ -11,6 +11,9 @@
 #include "core/log.h"
 #include "model/hf_weights.h"
 #include "parallel/data_parallel.h"
+#include "parallel/model_parallel_sync.h"
+#include "parallel/tensor_parallel.h"
+#include "train/pipeline_runner.h"
 #include "train/planted_fault.h"
 #include "train/training_run.h"
 
@@ -22,18 +25,6 @@ int choose_threads(int configured, int ranks_per_node) {
   if (configured > 0) return configured;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, ranks_per_node));
-}
-
-Status check_world(const RunConfig& cfg, int world) {
-  const auto& p = cfg.parallel;
-  if (p.pp != 1 || p.tp != 1)
-    return invalid_argument("parallel.pp and parallel.tp must be 1: pipeline and tensor parallelism are not "
-                            "implemented yet (use parallel.dp)");
-  if (p.dp != world)
-    return invalid_argument("parallel.dp=" + std::to_string(p.dp) + " but the job has " + std::to_string(world) +
-                            " ranks: set parallel.dp=" + std::to_string(world) + " or launch with mpirun -np " +
-                            std::to_string(p.dp));
-  return Status::ok_status();
 }
 
 // Every rank must agree on the outcome of a local check, or the job would hang in a collective.
@@ -75,16 +66,34 @@ Status open_loaders(TrainingRun& run) {
   return Status::ok_status();
 }
 
-// Parameters (initialised, or imported), the model, the gradient strategy and the step's runner.
-Status build_model(TrainingRun& run) {
+// The whole model's initial values (seeded, or imported from Hugging Face weights) into `store`,
+// which may hold any layer range and tensor-parallel shard of it.
+Status initialise_parameters(const RunConfig& cfg, ParamStore& store) {
+  const ModelConfig& mc = cfg.model;
+  init_parameters(store, mc, cfg.train.seed);
+  if (cfg.init_weights.empty()) return Status::ok_status();
+  const ParamLayout& layout = store.layout();
+  const bool whole = layout.tp().size == 1 && layout.first_layer() == 0 && layout.last_layer() == mc.n_layer;
+  if (whole) return import_hf_weights(cfg.init_weights, mc, layout, store.params());
+  // A stage or shard: import the whole model once, then copy this rank's pieces of each tensor.
+  ParamStore full{ParamLayout(mc)};
+  TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, mc, full.layout(), full.params()));
+  for (const ParamInfo& p : layout.params()) {
+    const float* src = full.params() + full.layout().get(p.name).offset;
+    for (const TensorPiece& piece : layout.shard_pieces(p))
+      std::copy_n(src + piece.global_offset, piece.numel, store.params() + p.offset + piece.local_offset);
+  }
+  return Status::ok_status();
+}
+
+// dp x 1 x 1: one replica, data parallelism and gradient accumulation.
+Status build_data_parallel_model(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
-  run.store = std::make_unique<ParamStore>(ParamLayout(mc));
-  init_parameters(*run.store, mc, cfg.train.seed);
-  if (!cfg.init_weights.empty())
-    TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, mc, run.store->layout(), run.store->params()));
-  run.model = std::make_unique<Transformer>(mc, *run.store, cfg.train.micro_batch, cfg.data.seq_len);
-  run.sync = std::make_unique<DataParallel>(run.grid->dp(), *run.store, cfg.optim,
+  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc)));
+  TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
+  run.model = std::make_unique<Transformer>(mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len);
+  run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
                                             static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
   GradientSync* sync = run.sync.get();
   run.model->set_grad_ready_callback([sync](int layer) { sync->on_layer_ready(layer); });
@@ -92,6 +101,53 @@ Status build_model(TrainingRun& run) {
   run.runner = std::make_unique<AccumulationRunner>(
       *run.model, *run.sync, [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); },
       cfg.train.grad_accum);
+  return Status::ok_status();
+}
+
+// Any layout with tp > 1 or pp > 1: this rank's chunks of its stage, as its tp shard; the pipeline
+// runner (also at pp = 1: then it is accumulation) and the model-parallel gradient strategy.
+Status build_model_parallel(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  const ModelConfig& mc = cfg.model;
+  const ParallelLayout& lay = run.layout;
+  Grid& grid = *run.grid;
+  const int stage = grid.coord().pp, tp_size = grid.shape().tp, pp_size = grid.shape().pp;
+  std::vector<ParamStore*> chunks;
+  for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
+    const auto [first, last] = lay.chunk_layers(stage, c);
+    run.stores.push_back(
+        std::make_unique<ParamStore>(ParamLayout(mc, first, last, TensorParallelShard{grid.coord().tp, tp_size})));
+    TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
+    chunks.push_back(run.stores.back().get());
+  }
+  if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(grid.tp(), lay.sequence_parallel);
+  if (mc.tied_embeddings && pp_size > 1) {  // collective over the world: every rank splits
+    const bool ends = stage == 0 || stage == pp_size - 1;
+    const int color = ends ? grid.coord().dp * tp_size + grid.coord().tp : -1;
+    TS_ASSIGN_OR_RETURN(run.embedding_group, run.world.split(color, stage, "embedding"));
+  }
+  ModelParallelGroups groups{&grid.dp(), &grid.tp(), &grid.pp(), run.embedding_group.get(), lay.sequence_parallel};
+  auto sync = std::make_unique<ModelParallelSync>(groups, chunks, cfg.optim,
+                                                  static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
+  ModelParallelSync* s = sync.get();
+  TensorParallelHooks* hooks = run.tp_hooks.get();
+  auto configure = [s, hooks](int chunk, Transformer& model) {
+    if (hooks) model.set_tensor_parallel_hooks(hooks);
+    GradientSync* part = &s->chunk_sync(chunk);
+    model.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
+  };
+  DataLoader* loader = run.loader.get();
+  run.runner = std::make_unique<PipelineRunner>(
+      mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, grid.pp(), lay.schedule, lay.pipe, *sync, configure,
+      [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); });
+  run.sync = std::move(sync);
+  return Status::ok_status();
+}
+
+// Parameters, the model, the gradient strategy and the step's runner.
+Status build_model(TrainingRun& run) {
+  const GridShape& g = run.layout.grid;
+  TS_RETURN_IF_ERROR(g.tp == 1 && g.pp == 1 ? build_data_parallel_model(run) : build_model_parallel(run));
   if (run.timeline.enabled())  // the label is built per bucket and step: only when tracing
     run.sync->set_trace([&tl = run.timeline](size_t b, double t0, double t1) {
       tl.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1);
@@ -109,6 +165,8 @@ void print_banner(const TrainingRun& run) {
               (long long)cfg.data.seq_len, (long long)cfg.train.grad_accum, (long long)run.dp_size(),
               (long long)cfg.train.steps,
               run.opts.resume ? (", resuming after step " + std::to_string(run.state.step)).c_str() : "");
+  const GridShape& g = run.layout.grid;
+  if (g.tp > 1 || g.pp > 1) std::printf("tessera: layout %s\n", run.layout.describe().c_str());
   std::fflush(stdout);
 }
 
@@ -119,7 +177,16 @@ TrainingRun::TrainingRun(const RunConfig& c, Communicator& w, const TrainerOptio
       timeline(!o.trace_path.empty(), w.rank()) {}
 
 TrainingRun::~TrainingRun() {
-  if (!finished_ok) (void)grid.release();
+  if (!finished_ok) {
+    (void)grid.release();
+    (void)embedding_group.release();
+  }
+}
+
+StepParts TrainingRun::step_parts() {
+  StepParts parts{store(), *runner, *sync, *hooks, timeline};
+  for (size_t c = 1; c < stores.size(); ++c) parts.more_chunks.push_back(stores[c].get());
+  return parts;
 }
 
 double TrainingRun::tokens_per_step() const {
@@ -128,9 +195,10 @@ double TrainingRun::tokens_per_step() const {
 
 Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Communicator& world,
                                                      const TrainerOptions& opts) {
-  TS_RETURN_IF_ERROR(check_world(cfg, world.size()));
+  TS_ASSIGN_OR_RETURN(ParallelLayout layout, plan_parallel_layout(cfg, world.size()));
   auto run = std::make_unique<TrainingRun>(cfg, world, opts);
-  TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(world, GridShape{cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp}));
+  run->layout = std::move(layout);
+  TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(world, run->layout.grid));
   run->grid = std::make_unique<Grid>(std::move(grid));
   // Ranks launched with different configs (or binaries) must not meet in a collective.
   TS_RETURN_IF_ERROR(check_agreement(world, "run config", agreement_hash(run->run_json.dump())));
@@ -144,7 +212,10 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(open_loaders(*run));
   TS_RETURN_IF_ERROR(build_model(*run));
   TS_RETURN_IF_ERROR(agree_on(world, prepare_run_directory(*run)));
-  TS_RETURN_IF_ERROR(check_agreement(world, "parameter count", static_cast<uint64_t>(run->store->numel())));
+  // Replicas of one stage and shard must hold the same layout.
+  uint64_t numel = 0;
+  for (const auto& st : run->stores) numel += static_cast<uint64_t>(st->numel());
+  TS_RETURN_IF_ERROR(check_agreement(run->grid->dp(), "parameter count", numel));
   TS_RETURN_IF_ERROR(run->sync->broadcast_parameters());
   run->hooks = std::make_unique<PlantedFault>(PlantedFault::from_env(world.rank()));
 

@@ -1,26 +1,50 @@
 #!/usr/bin/python3
 # Compares the train-loss curves in metrics.jsonl files: every run must log the same steps, and each
-# step's loss must match the first (reference) run within a relative tolerance.
-#   dp_compare_losses.py --steps N --tolerance TOL label=metrics.jsonl ...
+# step's loss must match the first (reference) run within a relative tolerance. With --val, the
+# validation losses too (every run must have evaluated at the same steps).
+#   dp_compare_losses.py --steps N --tolerance TOL [--val] label=metrics.jsonl ...
 import argparse
 import json
 import sys
 
 
-def losses(path):
+def losses(path, key="loss"):
     out = {}
     with open(path) as f:
         for line in f:
             ev = json.loads(line)
-            if "loss" in ev and "step" in ev:
-                out[ev["step"]] = ev["loss"]
+            if key in ev and "step" in ev:
+                out[ev["step"]] = ev[key]
     return out
+
+
+def compare_val(args):
+    """Validation losses: same eval steps in every run, each within the tolerance of the reference."""
+    runs = [(r.split("=", 1)[0], losses(r.split("=", 1)[1], "val_loss")) for r in args.runs]
+    ref_label, ref = runs[0]
+    if not ref:
+        print(f"FAIL: {ref_label} logged no validation loss")
+        return True
+    fail = False
+    for label, curve in runs[1:]:
+        if sorted(curve) != sorted(ref):
+            print(f"FAIL: {label} evaluated at steps {sorted(curve)}, {ref_label} at {sorted(ref)}")
+            fail = True
+            continue
+        for s in sorted(ref):
+            d = abs(curve[s] - ref[s]) / abs(ref[s])
+            print(f"val step {s}: {label} rel.diff {d:.2e}")
+            if not d <= args.tolerance:
+                print(f"FAIL: step {s}: {label} val loss differs from {ref_label} by {d:.2e} (relative) > {args.tolerance:g}")
+                fail = True
+    return fail
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--tolerance", type=float, required=True)
+    ap.add_argument("--val", action="store_true", help="also compare the validation losses")
     ap.add_argument("runs", nargs="+")
     args = ap.parse_args()
     runs = [(r.split("=", 1)[0], losses(r.split("=", 1)[1])) for r in args.runs]
@@ -47,6 +71,8 @@ def main():
         print(f"FAIL: the reference loss did not fall ({ref[1]:.4f} -> {ref[args.steps]:.4f})")
         fail = True
     print(f"worst relative difference {worst:.2e} (tolerance {args.tolerance:g})")
+    if args.val and compare_val(args):
+        fail = True
     if fail:
         sys.exit(1)
     print("PASS")

@@ -1,0 +1,79 @@
+// ModelParallelSync: the gradient strategy of a rank in a dp x tp x pp layout. The rank holds one
+// or more model chunks (a pipeline stage's layer range, or V of them under the interleaved
+// schedule), each a tensor-parallel shard in its own ParamStore. Per chunk, a DataParallel averages
+// the gradients over the dp group in buckets overlapped with the backward pass and runs AdamW. On
+// top of that:
+//   - tied embeddings split over pipeline stages: the first stage's wte and the last stage's copy
+//     (the head) each hold part of the gradient; their sum is all-reduced over the "embedding
+//     group" (first and last stage of one (dp, tp) position), so both apply the same update;
+//   - sequence parallelism: replicated tensors' gradients are partial sums over each tp rank's
+//     rows, summed over the tp group;
+//   - the gradient norm sums each element of the whole model once: sharded tensors on every tp
+//     rank, replicated ones on tp rank 0, the tied copy on the first stage only, over tp then pp
+//     (gathered as doubles and added in rank order, so every rank clips by the same bits).
+// At dp x 1 x 1 the trainer uses DataParallel itself, whose arithmetic this does not change.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/param_layout.h"
+#include "parallel/data_parallel.h"
+#include "parallel/gradient_sync.h"
+
+namespace tessera {
+
+struct ModelParallelGroups {
+  Communicator* dp = nullptr;
+  Communicator* tp = nullptr;
+  Communicator* pp = nullptr;
+  // First and last pipeline stage of this (dp, tp) position, when embeddings are tied and pp > 1
+  // and this rank is one of them; nullptr otherwise.
+  Communicator* embedding = nullptr;
+  bool sequence_parallel = false;
+};
+
+class ModelParallelSync final : public GradientSync {
+ public:
+  // chunks: this rank's stores in chunk order; every pointer and communicator outlives this object.
+  ModelParallelSync(ModelParallelGroups groups, std::vector<ParamStore*> chunks, const AdamWConfig& optim,
+                    int64_t bucket_bytes);
+
+  std::string_view name() const override { return "model_parallel"; }
+  Status broadcast_parameters() override;
+  void set_sync(bool last_micro_batch) override;
+  // Not used: each chunk's model calls chunk_sync(c).on_layer_ready (layers are per chunk).
+  void on_layer_ready(int layer) override;
+  Status finish() override;
+  Result<float> clip_grad_norm(float max_norm) override;
+  void optimizer_step(float lr) override;
+  Status gather_parameters() override { return Status::ok_status(); }
+  Status average_over_replicas(float* values, int64_t n) override;
+  Status verify_replicas(std::string_view what) override;
+  int num_chunks() const override { return static_cast<int>(parts_.size()); }
+  AdamW& optimizer(int chunk = 0) override { return parts_.at(chunk).dp->optimizer(); }
+  FlatRange checkpoint_range(int chunk = 0) const override { return parts_.at(chunk).dp->checkpoint_range(); }
+  double exposed_wait_s() const override;
+  void set_trace(TraceFn fn) override;
+
+  // The data-parallel part of chunk c: its model's grad-ready callback goes here.
+  GradientSync& chunk_sync(int chunk) { return *parts_.at(chunk).dp; }
+
+  // Sum of squares of the whole model's gradient, each element counted once (see above).
+  Result<double> grad_sum_of_squares();
+
+ private:
+  struct Part {
+    ParamStore* store;
+    std::unique_ptr<DataParallel> dp;
+  };
+  Status sum_tied_embedding_grads();
+  ModelParallelGroups g_;
+  std::vector<Part> parts_;
+};
+
+// Whether `p` is the last pipeline stage's copy of the tied embedding (its gradient and update
+// mirror the first stage's wte, which checkpoints and norms count instead).
+bool is_tied_embedding_copy(const ParamLayout& layout, const ParamInfo& p);
+
+}  // namespace tessera
