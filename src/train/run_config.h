@@ -37,6 +37,8 @@ struct TrainConfig {
   int64_t keep_checkpoints = 2;
   std::string out_dir = "runs/default";
   double timeout_s = 300;           // collective timeout
+  std::string recompute = "none";   // activation recomputation: none | selective | full
+  double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,
@@ -54,6 +56,7 @@ struct ParallelConfig {
   int pp = 1;
   int tp = 1;
   double bucket_mb = 4.0;  // gradient all-reduce bucket size
+  int zero = 0;            // ZeRO stage over the dp group (0 = plain data parallelism)
   // Pipeline parallelism (train/parallel_layout.h checks these against the world size and the model).
   std::string schedule = "1f1b";      // "gpipe" | "1f1b" | "interleaved" (checked by parse_pipeline_schedule)
   int virtual_stages = 1;             // model chunks per pipeline rank (interleaved: >= 2)

@@ -167,6 +167,18 @@ KeyCheck pipeline_schedule_name_check() {
     return ": " + kind.status().message() + did_you_mean(name, {"gpipe", "1f1b", "interleaved"});
   };
 }
+// A string that must be one of `names` (with a suggestion for a near miss).
+KeyCheck one_of(std::vector<std::string> names) {
+  return [names](const KeyValue& v) -> std::string {
+    const std::string& name = std::get<std::string>(v);
+    for (const auto& n : names)
+      if (n == name) return "";
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) list += (i ? (i + 1 == names.size() ? " or \"" : ", \"") : "\"") + names[i] + "\"";
+    return " must be " + list + " (got \"" + name + "\")" +
+           did_you_mean(name, std::vector<std::string_view>(names.begin(), names.end()));
+  };
+}
 std::vector<KeyCheck> count_of_ranks() {
   return {at_least(1), holds([](double x) { return x <= 65536; }, " is too large (max 65536)")};
 }
@@ -227,6 +239,12 @@ std::vector<SectionSpec> make_schema() {
            {"out_dir", field(&RC::train, &TC::out_dir), kOk, {not_empty()}, "run directory"},
            {"timeout_s", field(&RC::train, &TC::timeout_s), kOk,
             {holds([](double x) { return x > 0; }, " must be > 0 seconds")}, "collective timeout"},
+           // Recomputation gives bitwise-identical gradients: a change on --resume keeps the trajectory.
+           {"recompute", field(&RC::train, &TC::recompute), kOk, {one_of({"none", "selective", "full"})},
+            "activation recomputation: none, selective (attention internals) or full (each layer's input only)"},
+           {"memory_budget_mb", field(&RC::train, &TC::memory_budget_mb), kOk,
+            {holds([](double x) { return x >= 0; }, " must be >= 0 (0 = no limit)")},
+            "per-rank memory budget checked before launch; 0 = no limit"},
        }},
       {"optim",
        {
@@ -265,6 +283,9 @@ std::vector<SectionSpec> make_schema() {
             "layers per virtual stage (pp * virtual_stages entries); [] = balance automatically"},
            {"sequence_parallel", field(&RC::parallel, &PC::sequence_parallel), kOk, {},
             "shard norm activations over tp along the sequence (needs tp >= 2)"},
+           {"zero", field(&RC::parallel, &PC::zero), kOk,
+            {at_least(0), holds([](double x) { return x <= 3; }, " must be 0, 1, 2 or 3")},
+            "ZeRO stage over the dp group: 1 shards optimizer state, 2 also gradients, 3 also parameters"},
        }},
   };
 }
