@@ -271,12 +271,14 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   float* encoded = a.encoded.as<float>();  // (NS, C)
   if (is_first_stage()) {
     last_tokens_ = tokens;
+    event(LayerEvent::before_forward, -1);
     float* emb = sp_ ? full : encoded;  // (N, C)
     profiled(prof, OpGroup::embedding, [&] {
       if (tp_size_ == 1) ops::embedding_forward(emb, tokens, w.wte, w.wpe, B, T, C);
       else ops::embedding_forward_range(emb, tokens, w.wte, row_bias(w.wpe), B, T, C, vocab_lo_,
                                         vocab_lo_ + V);  // positions added once, like a row-parallel bias
     });
+    event(LayerEvent::after_forward, -1);
     tp.reduce_from_region_forward({TpPoint::embedding, -1, emb, N, C});
     if (sp_) copy(encoded, emb + R0 * C, NS * C);
   } else if (sp_) {
@@ -284,6 +286,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   }
   const float* x = encoded;  // (NS, C) the residual stream
   for (int l = first_; l < last_; ++l) {
+    event(LayerEvent::before_forward, l);
     LayerActs& la = a.layers[l - first_];
     const TensorPtrs& p = w.p[l - first_];
     float *ln1 = la.ln1.as<float>(), *qkv = la.qkv.as<float>(), *atty = la.atty.as<float>();
@@ -318,6 +321,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
     profiled(prof, OpGroup::residual, [&] { add(r3, y + R0 * C, r2, NS * C); });
     x = r3;
+    event(LayerEvent::after_forward, l);
   }
   a.have_dlogits = false;
   if (!is_last_stage()) {
@@ -329,14 +333,16 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     return 0.f;
   }
 
+  const int L = static_cast<int>(c.n_layer);
+  event(LayerEvent::before_forward, L);
   float* lnf = a.lnf.as<float>();
   float* logits = a.logits.as<float>();
   profiled(prof, OpGroup::norm, [&] {
     norm_forward(llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, NS, C, c.norm_eps);
   });
-  const int L = static_cast<int>(c.n_layer);
   const float* head_in = column_input(lnf, TpPoint::lm_head, L);
   profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, head_in, w.head, nullptr, N, C, V); });
+  event(LayerEvent::after_forward, L);
   if (!targets) return 0.f;
 
   int64_t valid = 0;
@@ -408,6 +414,7 @@ void Transformer::backward(float loss_scale) {
 
   if (is_last_stage()) {
     TS_CHECK(a.have_dlogits) << "backward() needs a preceding forward() with targets";
+    event(LayerEvent::before_backward, L);
     float* dlogits = a.logits.as<float>();
     const int64_t NV = N * V;
     if (loss_scale != 1.f) profiled(prof, OpGroup::loss, [&] { ops::scale_inplace(dlogits, NV, loss_scale); });
@@ -429,6 +436,7 @@ void Transformer::backward(float loss_scale) {
   }
 
   for (int l = last_ - 1; l >= first_; --l) {
+    event(LayerEvent::before_backward, l);
     LayerActs& la = a.layers[l - first_];
     const TensorPtrs& p = w.p[l - first_];
     const TensorPtrs& g = w.g[l - first_];
@@ -482,6 +490,7 @@ void Transformer::backward(float loss_scale) {
   }
 
   if (is_first_stage()) {
+    event(LayerEvent::before_backward, -1);
     tp.reduce_from_region_backward({TpPoint::embedding, -1, dres_full, N, C});
     profiled(prof, OpGroup::embedding, [&] {
       if (tp_size_ == 1) ops::embedding_backward(w.dwte, w.dwpe, dres_full, last_tokens_, B, T, C);

@@ -73,6 +73,14 @@ class Transformer {
   // norm/head, -1 = embeddings), in the order they become ready; data parallelism hooks in here.
   void set_grad_ready_callback(std::function<void(int layer)> cb) { grad_ready_ = std::move(cb); }
 
+  // Where a layer's parameters are read (layer -1 = embeddings, n_layer = final norm and head; a
+  // tied head reads wte, i.e. layer -1's tensor, at n_layer): before_forward / before_backward come
+  // right before the first read, after_forward right after the last read of the forward pass (the
+  // backward's last read is followed by the grad-ready callback). ZeRO-3 gathers and frees sharded
+  // parameters here.
+  enum class LayerEvent { before_forward, after_forward, before_backward };
+  void set_layer_callback(std::function<void(LayerEvent, int layer)> cb) { layer_event_ = std::move(cb); }
+
   // Conjugate tensor-parallel pairs called around the projections, embedding and loss (see
   // tensor_parallel_hooks.h); nullptr restores the identity. `hooks` must outlive the model.
   // Their rank and size must be the layout's TensorParallelShard (TS_CHECKed here and in
@@ -114,6 +122,10 @@ class Transformer {
   std::unique_ptr<Weights> w_;
   OpProfile profile_;
   std::function<void(int)> grad_ready_;
+  std::function<void(LayerEvent, int)> layer_event_;
+  void event(LayerEvent e, int layer) {
+    if (layer_event_) layer_event_(e, layer);
+  }
   IdentityTensorParallelHooks identity_tp_;
   TensorParallelHooks* tp_ = &identity_tp_;
   const int32_t* last_tokens_ = nullptr;
