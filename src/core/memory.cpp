@@ -1,10 +1,16 @@
 // Counted aligned allocation.
 #include "core/memory.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace tessera {
 namespace {
@@ -44,29 +50,47 @@ void reset_memory_peaks() {
   g_stats.total_peak = g_stats.total_live;
 }
 
-Buffer::Buffer(size_t bytes, MemCategory category) : bytes_(bytes), category_(category) {
+static size_t page_size() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+Buffer::Buffer(size_t bytes, MemCategory category, Residency residency)
+    : bytes_(bytes), paged_(residency == Residency::paged), category_(category) {
   if (bytes == 0) return;
+  if (paged_) {
+    const size_t ps = page_size();
+    mapped_ = (bytes + ps - 1) / ps * ps;
+    void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = p;  // zero-filled by the kernel; nothing resident (or counted) until touched
+    return;
+  }
   size_t rounded = (bytes + 63) / 64 * 64;
   data_ = std::aligned_alloc(64, rounded);
   if (!data_) throw std::bad_alloc();
   std::memset(data_, 0, rounded);
-  account(category_, static_cast<long long>(bytes_));
+  counted_ = bytes_;
+  account(category_, static_cast<long long>(counted_));
 }
 
 Buffer::~Buffer() { release(); }
 
 void Buffer::release() {
   if (data_) {
-    std::free(data_);
-    account(category_, -static_cast<long long>(bytes_));
+    if (paged_) munmap(data_, mapped_);
+    else std::free(data_);
+    account(category_, -static_cast<long long>(counted_));
   }
   data_ = nullptr;
-  bytes_ = 0;
+  bytes_ = mapped_ = counted_ = 0;
 }
 
-Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_), category_(o.category_) {
+Buffer::Buffer(Buffer&& o) noexcept
+    : data_(o.data_), bytes_(o.bytes_), mapped_(o.mapped_), counted_(o.counted_), paged_(o.paged_),
+      category_(o.category_) {
   o.data_ = nullptr;
-  o.bytes_ = 0;
+  o.bytes_ = o.mapped_ = o.counted_ = 0;
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -74,11 +98,58 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     release();
     data_ = o.data_;
     bytes_ = o.bytes_;
+    mapped_ = o.mapped_;
+    counted_ = o.counted_;
+    paged_ = o.paged_;
     category_ = o.category_;
     o.data_ = nullptr;
-    o.bytes_ = 0;
+    o.bytes_ = o.mapped_ = o.counted_ = 0;
   }
   return *this;
+}
+
+namespace {
+// The whole pages inside [offset, offset + n) of a page-aligned mapping: [first, last) in bytes.
+std::pair<size_t, size_t> whole_pages(size_t offset, size_t n) {
+  const size_t ps = page_size();
+  const size_t first = (offset + ps - 1) / ps * ps, last = (offset + n) / ps * ps;
+  return {first, last > first ? last : first};
+}
+}  // namespace
+
+void Buffer::zero_range(size_t offset, size_t n) {
+  if (n == 0) return;
+  char* base = static_cast<char*>(data_);
+  if (!paged_) {
+    std::memset(base + offset, 0, n);
+    return;
+  }
+  const auto [first, last] = whole_pages(offset, n);
+  if (first >= last) {
+    std::memset(base + offset, 0, n);
+    return;
+  }
+  std::memset(base + offset, 0, first - offset);
+  madvise(base + first, last - first, MADV_DONTNEED);  // private anonymous pages read back as zero
+  std::memset(base + last, 0, offset + n - last);
+}
+
+void Buffer::discard_range(size_t offset, size_t n) {
+  if (!paged_ || n == 0) return;
+  const auto [first, last] = whole_pages(offset, n);
+  if (first < last) madvise(static_cast<char*>(data_) + first, last - first, MADV_DONTNEED);
+}
+
+size_t Buffer::sample_residency() {
+  if (!paged_ || !data_) return counted_;
+  std::vector<unsigned char> vec(mapped_ / page_size());
+  size_t resident = 0;
+  if (mincore(data_, mapped_, vec.data()) == 0)
+    for (unsigned char v : vec) resident += (v & 1) ? page_size() : 0;
+  resident = std::min(resident, bytes_);
+  account(category_, static_cast<long long>(resident) - static_cast<long long>(counted_));
+  counted_ = resident;
+  return resident;
 }
 
 }  // namespace tessera

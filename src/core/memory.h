@@ -22,11 +22,18 @@ struct MemoryStats {
 MemoryStats memory_stats();
 void reset_memory_peaks();
 
-// Owning, 64-byte aligned, zero-initialised buffer.
+// How a buffer's memory is backed. resident: allocated and counted in full. paged: an anonymous
+// mapping whose pages become resident when first touched and can be handed back to the OS
+// (zero_range / discard_range), so a ZeRO rank's full-size parameter or gradient buffer only
+// costs the pages it currently uses; its counted bytes are what sample_residency() last measured.
+// (On a GPU the same design maps to virtual-memory reservations with physical pages mapped on demand.)
+enum class Residency { resident, paged };
+
+// Owning, 64-byte aligned (paged: page aligned), zero-initialised buffer.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(size_t bytes, MemCategory category);
+  Buffer(size_t bytes, MemCategory category, Residency residency = Residency::resident);
   ~Buffer();
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -39,11 +46,25 @@ class Buffer {
   template <typename T> const T* as() const { return static_cast<const T*>(data_); }
   size_t bytes() const { return bytes_; }
   MemCategory category() const { return category_; }
+  bool paged() const { return paged_; }
+
+  // Sets bytes [offset, offset + n) to zero; on a paged buffer the whole pages inside are returned
+  // to the OS (they read as zero and cost nothing until touched again).
+  void zero_range(size_t offset, size_t n);
+  // Paged buffers: returns the whole pages inside [offset, offset + n) to the OS (their contents
+  // become zero); the partial pages at the edges keep their contents. No-op on a resident buffer.
+  void discard_range(size_t offset, size_t n);
+  // Bytes currently resident (paged: measured with mincore; resident: all of them). Updates the
+  // category's live/peak counters to the measurement.
+  size_t sample_residency();
 
  private:
   void release();
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  size_t mapped_ = 0;   // paged: length of the mapping
+  size_t counted_ = 0;  // bytes currently added to the counters
+  bool paged_ = false;
   MemCategory category_ = MemCategory::other;
 };
 

@@ -28,10 +28,12 @@ Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp) 
   return Status::ok_status();
 }
 
-ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp)
-    : first_(first_layer), last_(last_layer), tp_(tp) {
+ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp,
+                         int64_t layer_alignment)
+    : first_(first_layer), last_(last_layer), tp_(tp), layer_alignment_(layer_alignment) {
   const Status valid = validate_tensor_parallel(cfg, tp);
   TS_CHECK(valid.ok()) << valid.message();
+  TS_CHECK(layer_alignment >= 16 && layer_alignment % 16 == 0) << "layer_alignment " << layer_alignment;
   const int64_t C = cfg.d_model, V = cfg.vocab_size, F = cfg.d_ff, HS = cfg.head_size();
   const bool bias = cfg.has_bias();
   const int L = static_cast<int>(cfg.n_layer);
@@ -68,6 +70,7 @@ ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer
     // so the same initial values); its gradient is summed with the first stage's before the update.
     else if (first_layer > 0) add("wte", {V, C}, L, false, vocab);
   }
+  total_ = (total_ + layer_alignment_ - 1) / layer_alignment_ * layer_alignment_;
 }
 
 Result<ParamLayout> ParamLayout::create(const ModelConfig& cfg, int first_layer, int last_layer,
@@ -87,6 +90,8 @@ void ParamLayout::add(const std::string& name, Shape global_shape, int layer, bo
   if (split == TpSplit::vocab) p.shape[0] = padded_vocab_ / tp;
   p.numel = shape_numel(p.shape);
   p.global_shape = std::move(global_shape);
+  if (!params_.empty() && params_.back().layer != layer)
+    total_ = (total_ + layer_alignment_ - 1) / layer_alignment_ * layer_alignment_;
   p.offset = total_;
   p.layer = layer;
   p.decay = decay;
@@ -146,15 +151,17 @@ std::pair<int64_t, int64_t> ParamLayout::layer_range(int layer) const {
     e = p.offset + (p.numel + 15) / 16 * 16;
   }
   if (b < 0) return {0, 0};
-  return {b, e};
+  return {b, std::min(total_, (e + layer_alignment_ - 1) / layer_alignment_ * layer_alignment_)};
 }
 
-ParamStore::ParamStore(ParamLayout layout)
+ParamStore::ParamStore(ParamLayout layout, StoreOptions options)
     : layout_(std::move(layout)),
-      params_(static_cast<size_t>(layout_.total_numel()) * sizeof(float), MemCategory::parameters),
-      grads_(static_cast<size_t>(layout_.total_numel()) * sizeof(float), MemCategory::gradients) {}
+      params_(static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float), MemCategory::parameters,
+              options.params),
+      grads_(static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float), MemCategory::gradients,
+             options.grads) {}
 
-void ParamStore::zero_grads() { std::memset(grads(), 0, static_cast<size_t>(numel()) * sizeof(float)); }
+void ParamStore::zero_grads() { grads_.zero_range(0, static_cast<size_t>(numel()) * sizeof(float)); }
 
 namespace {
 uint64_t hash_name(const std::string& s) {

@@ -72,7 +72,10 @@ class ParamLayout {
   // norm and head when last_layer == n_layer (with tied embeddings and first_layer > 0: a copy of
   // wte, layer n_layer, for the head).
   // TS_CHECKs validate_tensor_parallel (use create() where the split comes from user input).
-  ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp = {});
+  // layer_alignment (elements, a multiple of 16): each layer's tensors start, and the buffer ends,
+  // on a multiple of it, so every layer's range divides evenly into ZeRO shards (16 * dp).
+  ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp = {},
+              int64_t layer_alignment = 16);
   explicit ParamLayout(const ModelConfig& cfg, TensorParallelShard tp = {})
       : ParamLayout(cfg, 0, static_cast<int>(cfg.n_layer), tp) {}
   static Result<ParamLayout> create(const ModelConfig& cfg, int first_layer, int last_layer,
@@ -82,7 +85,8 @@ class ParamLayout {
   int64_t total_numel() const { return total_; }
   const ParamInfo* find(const std::string& name) const;
   const ParamInfo& get(const std::string& name) const;  // TS_CHECKs existence
-  // [begin, end) element range covering all tensors of `layer` (-1 and n_layer allowed).
+  // [begin, end) element range covering all tensors of `layer` (-1 and n_layer allowed); with a
+  // layer_alignment the range runs to the next layer's start (a multiple of it).
   std::pair<int64_t, int64_t> layer_range(int layer) const;
   int first_layer() const { return first_; }
   int last_layer() const { return last_; }
@@ -106,12 +110,22 @@ class ParamLayout {
   int first_, last_;
   TensorParallelShard tp_;
   int64_t vocab_ = 0, padded_vocab_ = 0;
+  int64_t layer_alignment_ = 16;
+};
+
+// How a ParamStore allocates: ZeRO stages 2 and 3 use paged buffers (core/memory.h) so only the
+// pages in use are resident, and every ZeRO stage needs `slack` elements after the last tensor (its
+// per-layer collectives read and write whole padded slices).
+struct StoreOptions {
+  Residency params = Residency::resident;
+  Residency grads = Residency::resident;
+  int64_t slack = 0;
 };
 
 // Parameters and their gradients: two flat buffers over one layout.
 class ParamStore {
  public:
-  explicit ParamStore(ParamLayout layout);
+  explicit ParamStore(ParamLayout layout, StoreOptions options = {});
   const ParamLayout& layout() const { return layout_; }
   float* params() { return params_.as<float>(); }
   const float* params() const { return params_.as<float>(); }
@@ -122,7 +136,10 @@ class ParamStore {
   float* grad(const std::string& name) { return grads() + layout_.get(name).offset; }
   const float* param(const std::string& name) const { return params() + layout_.get(name).offset; }
   const float* grad(const std::string& name) const { return grads() + layout_.get(name).offset; }
+  // Zeroes the gradients (a paged buffer hands its pages back instead of writing zeros).
   void zero_grads();
+  Buffer& param_buffer() { return params_; }
+  Buffer& grad_buffer() { return grads_; }
 
  private:
   ParamLayout layout_;

@@ -23,12 +23,14 @@ AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin, int64_t 
   }
 }
 
-void AdamW::step(float* params, const float* grads, float lr) {
+void AdamW::step(float* params, const float* grads, float lr) { step_with_range_grads(params, grads + begin_, lr); }
+
+void AdamW::step_with_range_grads(float* params, const float* range_grads, float lr) {
   ++t_;
   for (const Segment& s : segments_) {
     const int64_t local = s.begin - begin_;
-    ops::adamw_update(params + s.begin, grads + s.begin, m() + local, v() + local, s.end - s.begin, lr, cfg_.beta1,
-                      cfg_.beta2, cfg_.eps, s.weight_decay, t_);
+    ops::adamw_update(params + s.begin, range_grads + local, m() + local, v() + local, s.end - s.begin, lr,
+                      cfg_.beta1, cfg_.beta2, cfg_.eps, s.weight_decay, t_);
   }
 }
 

@@ -25,6 +25,9 @@ class AdamW {
 
   // One update of params[begin,end) from grads[begin,end); both point at the FULL flat buffers.
   void step(float* params, const float* grads, float lr);
+  // The same update with the range's gradients held apart: range_grads[i] is the gradient of
+  // element begin() + i (ZeRO keeps its reduced gradient shard outside the flat buffer).
+  void step_with_range_grads(float* params, const float* range_grads, float lr);
 
   int64_t steps_taken() const { return t_; }
   void set_steps_taken(int64_t t) { t_ = t; }

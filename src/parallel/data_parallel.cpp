@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include "backend/ops.h"
 #include "comm/agreement.h"
 
 namespace tessera {
@@ -81,6 +82,15 @@ Status DataParallel::finish() {
   return first_error;
 }
 
+Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
+  double sum = 0;
+  for (const ParamInfo& p : store_.layout().params())
+    if (counted(p)) sum += ops::sum_of_squares(store_.grads() + p.offset, p.numel);
+  return sum;
+}
+
+void DataParallel::scale_grads(float scale) { ops::scale_inplace(store_.grads(), store_.numel(), scale); }
+
 Result<float> DataParallel::clip_grad_norm(float max_norm) {
   return tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
 }
@@ -99,7 +109,7 @@ Status DataParallel::verify_replicas(std::string_view what) {
   return check_agreement(dp_, what, h);
 }
 
-FlatRange DataParallel::checkpoint_range(int) const {
+FlatRange DataParallel::checkpoint_range() const {
   const int64_t n = store_.numel(), r = dp_.rank(), p = dp_.size();
   return {n * r / p, n * (r + 1) / p};
 }

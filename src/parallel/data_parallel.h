@@ -24,10 +24,11 @@
 #include "model/param_layout.h"
 #include "optim/adamw.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/replica_sync.h"
 
 namespace tessera {
 
-class DataParallel final : public GradientSync {
+class DataParallel final : public ReplicaSync {
  public:
   // dp: the data-parallel group; bucket_bytes: target size of one all-reduce (the last bucket may
   // be smaller). AdamW (with `optim`) covers the whole flat buffer.
@@ -48,9 +49,12 @@ class DataParallel final : public GradientSync {
   Status average_over_replicas(float* values, int64_t n) override;
   // Hashes the whole parameter buffer and compares across the dp group.
   Status verify_replicas(std::string_view what) override;
-  AdamW& optimizer(int = 0) override { return opt_; }
   // Replicas are identical, so the dp ranks split the writing: rank r saves the r-th 1/dp of the buffer.
-  FlatRange checkpoint_range(int = 0) const override;
+  std::vector<OwnedState> owned_state() override { return {{0, &opt_, checkpoint_range()}}; }
+  FlatRange checkpoint_range() const;
+  // Replicas hold the whole averaged gradient: the local sum over the counted tensors, no communication.
+  Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
+  void scale_grads(float scale) override;
 
   double exposed_wait_s() const override { return exposed_wait_s_; }
   void set_trace(TraceFn fn) override { trace_ = std::move(fn); }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -25,6 +26,13 @@ namespace tessera {
 struct FlatRange {
   int64_t begin = 0, end = 0;
   int64_t numel() const { return end - begin; }
+};
+
+// An owned part of a model chunk: the optimizer over `range` of the chunk's flat buffers.
+struct OwnedState {
+  int chunk = 0;
+  AdamW* optimizer = nullptr;
+  FlatRange range;
 };
 
 class GradientSync {
@@ -54,14 +62,11 @@ class GradientSync {
   // Checks that the ranks meant to hold identical parameters do (--verify-replicas).
   virtual Status verify_replicas(std::string_view what) = 0;
 
-  // Model chunks this rank holds, each with its own ParamStore: 1, or V under the interleaved
-  // pipeline schedule. `chunk` below indexes them.
-  virtual int num_chunks() const { return 1; }
-  // The optimizer over the owned range (its moments are saved and restored by checkpoints).
-  virtual AdamW& optimizer(int chunk = 0) = 0;
-  // The elements of the chunk's flat buffers this rank writes into a checkpoint: parameters and
-  // optimizer state. The ranges of all ranks holding one layout cover it exactly once.
-  virtual FlatRange checkpoint_range(int chunk = 0) const = 0;
+  // What this rank saves and restores: for each of its model chunks (1, or V under the interleaved
+  // pipeline schedule; each its own ParamStore), the optimizers over the parts of the chunk's flat
+  // buffers it owns -- parameters and AdamW moments. Over all ranks of one layout the ranges cover
+  // each chunk's buffer exactly once. Never empty; every optimizer has taken the same steps.
+  virtual std::vector<OwnedState> owned_state() = 0;
 
   // Seconds spent in finish() waiting for communication not hidden behind the backward pass.
   virtual double exposed_wait_s() const = 0;

@@ -5,33 +5,28 @@
 #include <cmath>
 #include <string>
 
-#include "backend/ops.h"
 #include "parallel/tensor_parallel.h"
 
 namespace tessera {
-namespace {
-
-// Sum of one double from every rank of `comm`, added in rank order so every rank gets the same bits.
-Result<double> ordered_sum(Communicator& comm, double local, const char* what) {
-  if (comm.size() == 1) return local;
-  std::vector<double> parts(static_cast<size_t>(comm.size()));
-  const Status s = comm.all_gather_async(&local, parts.data(), sizeof(double), DType::u8).wait();
-  if (!s.ok()) return Status(s.code(), std::string(what) + ": " + s.message());
-  double total = 0;
-  for (double x : parts) total += x;
-  return total;
-}
-
-}  // namespace
 
 bool is_tied_embedding_copy(const ParamLayout& layout, const ParamInfo& p) {
   return layout.first_layer() > 0 && p.name == "wte";
 }
 
 ModelParallelSync::ModelParallelSync(ModelParallelGroups groups, std::vector<ParamStore*> chunks,
-                                     const AdamWConfig& optim, int64_t bucket_bytes)
+                                     const MakeReplicaSync& make)
     : g_(groups) {
-  for (ParamStore* s : chunks) parts_.push_back({s, std::make_unique<DataParallel>(*g_.dp, *s, optim, bucket_bytes)});
+  for (ParamStore* s : chunks) parts_.push_back({s, make(*s)});
+}
+
+std::vector<OwnedState> ModelParallelSync::owned_state() {
+  std::vector<OwnedState> out;
+  for (size_t c = 0; c < parts_.size(); ++c)
+    for (OwnedState o : parts_[c].dp->owned_state()) {
+      o.chunk = static_cast<int>(c);
+      out.push_back(o);
+    }
+  return out;
 }
 
 Status ModelParallelSync::broadcast_parameters() {
@@ -76,11 +71,12 @@ Result<double> ModelParallelSync::grad_sum_of_squares() {
   double local = 0;
   for (Part& p : parts_) {
     const ParamLayout& layout = p.store->layout();
-    for (const ParamInfo& info : layout.params()) {
-      if (info.split == TpSplit::replicated && g_.tp->rank() != 0) continue;  // counted on tp rank 0
-      if (is_tied_embedding_copy(layout, info)) continue;                      // counted on the first stage
-      local += ops::sum_of_squares(p.store->grads() + info.offset, info.numel);
-    }
+    const bool tp_lead = g_.tp->rank() == 0;
+    TS_ASSIGN_OR_RETURN(double part, p.dp->grad_sum_of_squares([&](const ParamInfo& info) {
+      if (info.split == TpSplit::replicated && !tp_lead) return false;  // counted on tp rank 0
+      return !is_tied_embedding_copy(layout, info);                    // counted on the first stage
+    }));
+    local += part;
   }
   TS_ASSIGN_OR_RETURN(double over_tp, ordered_sum(*g_.tp, local, "gradient norm over the tp group"));
   return ordered_sum(*g_.pp, over_tp, "gradient norm over the pp group");
@@ -91,16 +87,18 @@ Result<float> ModelParallelSync::clip_grad_norm(float max_norm) {
   const double norm = std::sqrt(ss);
   if (max_norm > 0 && norm > max_norm) {
     const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-    for (Part& p : parts_) {
-      float* g = p.store->grads();
-      for (int64_t i = 0; i < p.store->numel(); ++i) g[i] *= scale;
-    }
+    for (Part& p : parts_) p.dp->scale_grads(scale);
   }
   return static_cast<float>(norm);
 }
 
 void ModelParallelSync::optimizer_step(float lr) {
   for (Part& p : parts_) p.dp->optimizer_step(lr);
+}
+
+Status ModelParallelSync::gather_parameters() {
+  for (Part& p : parts_) TS_RETURN_IF_ERROR(p.dp->gather_parameters());
+  return Status::ok_status();
 }
 
 Status ModelParallelSync::average_over_replicas(float* values, int64_t n) {

@@ -1,8 +1,8 @@
-// ModelParallelSync: the gradient strategy of a rank in a dp x tp x pp layout. The rank holds one
-// or more model chunks (a pipeline stage's layer range, or V of them under the interleaved
-// schedule), each a tensor-parallel shard in its own ParamStore. Per chunk, a DataParallel averages
-// the gradients over the dp group in buckets overlapped with the backward pass and runs AdamW. On
-// top of that:
+// ModelParallelSync: the gradient strategy of a rank in a dp x tp x pp layout (or with ZeRO). The
+// rank holds one or more model chunks (a pipeline stage's layer range, or V of them under the
+// interleaved schedule), each a tensor-parallel shard in its own ParamStore. Per chunk, a
+// ReplicaSync (DataParallel, or ZeroSharded) combines the gradients over the dp group, overlapped
+// with the backward pass, and runs AdamW over what it owns. On top of that:
 //   - tied embeddings split over pipeline stages: the first stage's wte and the last stage's copy
 //     (the head) each hold part of the gradient; their sum is all-reduced over the "embedding
 //     group" (first and last stage of one (dp, tp) position), so both apply the same update;
@@ -13,12 +13,13 @@
 //     (gathered as doubles and added in rank order, so every rank clips by the same bits).
 // At dp x 1 x 1 the trainer uses DataParallel itself, whose arithmetic this does not change.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "model/param_layout.h"
-#include "parallel/data_parallel.h"
+#include "parallel/replica_sync.h"
 #include "parallel/gradient_sync.h"
 
 namespace tessera {
@@ -35,9 +36,10 @@ struct ModelParallelGroups {
 
 class ModelParallelSync final : public GradientSync {
  public:
+  // Makes the data-parallel part of one chunk (DataParallel, or ZeroSharded for parallel.zero > 0).
+  using MakeReplicaSync = std::function<std::unique_ptr<ReplicaSync>(ParamStore& chunk)>;
   // chunks: this rank's stores in chunk order; every pointer and communicator outlives this object.
-  ModelParallelSync(ModelParallelGroups groups, std::vector<ParamStore*> chunks, const AdamWConfig& optim,
-                    int64_t bucket_bytes);
+  ModelParallelSync(ModelParallelGroups groups, std::vector<ParamStore*> chunks, const MakeReplicaSync& make);
 
   std::string_view name() const override { return "model_parallel"; }
   Status broadcast_parameters() override;
@@ -47,17 +49,15 @@ class ModelParallelSync final : public GradientSync {
   Status finish() override;
   Result<float> clip_grad_norm(float max_norm) override;
   void optimizer_step(float lr) override;
-  Status gather_parameters() override { return Status::ok_status(); }
+  Status gather_parameters() override;
   Status average_over_replicas(float* values, int64_t n) override;
   Status verify_replicas(std::string_view what) override;
-  int num_chunks() const override { return static_cast<int>(parts_.size()); }
-  AdamW& optimizer(int chunk = 0) override { return parts_.at(chunk).dp->optimizer(); }
-  FlatRange checkpoint_range(int chunk = 0) const override { return parts_.at(chunk).dp->checkpoint_range(); }
+  std::vector<OwnedState> owned_state() override;
   double exposed_wait_s() const override;
   void set_trace(TraceFn fn) override;
 
-  // The data-parallel part of chunk c: its model's grad-ready callback goes here.
-  GradientSync& chunk_sync(int chunk) { return *parts_.at(chunk).dp; }
+  // The data-parallel part of chunk c: its models' grad-ready and layer callbacks go here.
+  ReplicaSync& chunk_sync(int chunk) { return *parts_.at(chunk).dp; }
 
   // Sum of squares of the whole model's gradient, each element counted once (see above).
   Result<double> grad_sum_of_squares();
@@ -65,7 +65,7 @@ class ModelParallelSync final : public GradientSync {
  private:
   struct Part {
     ParamStore* store;
-    std::unique_ptr<DataParallel> dp;
+    std::unique_ptr<ReplicaSync> dp;
   };
   Status sum_tied_embedding_grads();
   ModelParallelGroups g_;

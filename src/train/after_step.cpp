@@ -79,7 +79,7 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   ++run.state.step;
   ++run.clock.steps_this_run;
   run.state.loader = run.loader->position();
-  run.state.adam_steps = run.sync->optimizer().steps_taken();
+  run.state.adam_steps = run.sync->owned_state().front().optimizer->steps_taken();
   run.summary.losses.push_back(r.loss);
 
   RunClock& c = run.clock;
@@ -100,10 +100,8 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   if (periodic || last) {
     TimelineSpan span(run.timeline, "checkpoint", "io");
     std::vector<CheckpointChunk> chunks;
-    for (size_t c = 0; c < run.stores.size(); ++c) {
-      const int ci = static_cast<int>(c);
-      chunks.push_back({run.stores[c].get(), &run.sync->optimizer(ci), run.sync->checkpoint_range(ci)});
-    }
+    for (const OwnedState& o : run.sync->owned_state())
+      chunks.push_back({run.stores[static_cast<size_t>(o.chunk)].get(), o.optimizer, o.range});
     TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, chunks, run.state,
                                                 static_cast<int>(cfg.train.keep_checkpoints), run.run_json));
   }

@@ -134,6 +134,23 @@ Status check_schedule(const RunConfig& cfg, PipelineScheduleKind kind, const Pip
   return invalid_argument("parallel.schedule = \"" + name + "\": " + msg);
 }
 
+// ZeRO's combinations that are not built (yet), each named with the way out.
+Status check_zero(const RunConfig& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.zero == 0) return Status::ok_status();
+  if (p.zero < 0 || p.zero > 3)
+    return invalid_argument("parallel.zero = " + str(p.zero) + ": the ZeRO stage must be 0, 1, 2 or 3");
+  if (cfg.model.tied_embeddings && p.pp > 1)
+    return invalid_argument("parallel.zero with tied embeddings split over pipeline stages (parallel.pp = " + str(p.pp) +
+                            ") is not supported: the first and last stage shard wte differently; set "
+                            "model.tied_embeddings = false, parallel.pp = 1, or parallel.zero = 0");
+  if (p.zero >= 2 && p.sequence_parallel)
+    return invalid_argument("parallel.zero = " + str(p.zero) +
+                            " with parallel.sequence_parallel is not supported: sequence-parallel gradients are summed "
+                            "over tp after the ZeRO reduction; use parallel.zero = 1 or turn sequence parallelism off");
+  return Status::ok_status();
+}
+
 Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
   const int64_t L = cfg.model.n_layer, S = static_cast<int64_t>(pp) * V;
   if (L < S)
@@ -184,6 +201,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   TS_RETURN_IF_ERROR(check_grid(layout.grid, world_size));
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));
   TS_RETURN_IF_ERROR(check_sequence_parallel(cfg));
+  TS_RETURN_IF_ERROR(check_zero(cfg));
 
   // The schedule key is read (a config built in code is not checked by the parser) but only used at pp >= 2.
   Result<PipelineScheduleKind> kind = parse_pipeline_schedule(p.schedule);

@@ -40,9 +40,9 @@ Status resume_latest(TrainingRun& run) {
   if (!latest.ok())
     return not_found("--resume: no complete checkpoint in " + out_dir + "/checkpoints (" +
                      latest.status().message() + "); start without --resume");
-  for (size_t c = 0; c < run.stores.size(); ++c) {  // every chunk of this rank; the state is the same in each
-    TS_ASSIGN_OR_RETURN(run.state, load_training_checkpoint(latest->path, run.cfg.model, *run.stores[c],
-                                                            &run.sync->optimizer(static_cast<int>(c))));
+  for (const OwnedState& o : run.sync->owned_state()) {  // every owned part; the state is the same in each
+    TS_ASSIGN_OR_RETURN(run.state, load_training_checkpoint(latest->path, run.cfg.model,
+                                                            *run.stores[static_cast<size_t>(o.chunk)], o.optimizer));
   }
   if (run.lead) warn_resume_changes(latest->path, run.run_json);
   return run.loader->restore(run.state.loader);

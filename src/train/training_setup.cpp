@@ -13,6 +13,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/model_parallel_sync.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/zero.h"
 #include "train/pipeline_runner.h"
 #include "train/planted_fault.h"
 #include "train/training_run.h"
@@ -104,19 +105,23 @@ Status build_data_parallel_model(TrainingRun& run) {
   return Status::ok_status();
 }
 
-// Any layout with tp > 1 or pp > 1: this rank's chunks of its stage, as its tp shard; the pipeline
-// runner (also at pp = 1: then it is accumulation) and the model-parallel gradient strategy.
+// Any layout with tp > 1, pp > 1 or ZeRO: this rank's chunks of its stage, as its tp shard; the
+// pipeline runner (also at pp = 1: then it is accumulation) and the model-parallel gradient strategy
+// with a DataParallel or ZeroSharded part per chunk.
 Status build_model_parallel(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
   const ParallelLayout& lay = run.layout;
   Grid& grid = *run.grid;
   const int stage = grid.coord().pp, tp_size = grid.shape().tp, pp_size = grid.shape().pp;
+  const int zero = cfg.parallel.zero;
+  const int64_t alignment = zero > 0 ? zero_layer_alignment(grid.shape().dp) : 16;
   std::vector<ParamStore*> chunks;
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
     const auto [first, last] = lay.chunk_layers(stage, c);
-    run.stores.push_back(
-        std::make_unique<ParamStore>(ParamLayout(mc, first, last, TensorParallelShard{grid.coord().tp, tp_size})));
+    run.stores.push_back(std::make_unique<ParamStore>(
+        ParamLayout(mc, first, last, TensorParallelShard{grid.coord().tp, tp_size}, alignment),
+        zero > 0 ? zero_store_options(zero) : StoreOptions{}));
     TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
     chunks.push_back(run.stores.back().get());
   }
@@ -127,14 +132,19 @@ Status build_model_parallel(TrainingRun& run) {
     TS_ASSIGN_OR_RETURN(run.embedding_group, run.world.split(color, stage, "embedding"));
   }
   ModelParallelGroups groups{&grid.dp(), &grid.tp(), &grid.pp(), run.embedding_group.get(), lay.sequence_parallel};
-  auto sync = std::make_unique<ModelParallelSync>(groups, chunks, cfg.optim,
-                                                  static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
+  const int64_t bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
+  auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
+    if (zero > 0) return std::make_unique<ZeroSharded>(grid.dp(), store, cfg.optim, zero);
+    return std::make_unique<DataParallel>(grid.dp(), store, cfg.optim, bucket_bytes);
+  };
+  auto sync = std::make_unique<ModelParallelSync>(groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
   TensorParallelHooks* hooks = run.tp_hooks.get();
-  auto configure = [s, hooks](int chunk, Transformer& model) {
+  auto configure = [s, hooks, zero](int chunk, Transformer& model) {
     if (hooks) model.set_tensor_parallel_hooks(hooks);
-    GradientSync* part = &s->chunk_sync(chunk);
+    ReplicaSync* part = &s->chunk_sync(chunk);
     model.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
+    if (zero >= 3) model.set_layer_callback([part](Transformer::LayerEvent e, int layer) { part->on_layer_event(e, layer); });
   };
   DataLoader* loader = run.loader.get();
   run.runner = std::make_unique<PipelineRunner>(
@@ -147,7 +157,8 @@ Status build_model_parallel(TrainingRun& run) {
 // Parameters, the model, the gradient strategy and the step's runner.
 Status build_model(TrainingRun& run) {
   const GridShape& g = run.layout.grid;
-  TS_RETURN_IF_ERROR(g.tp == 1 && g.pp == 1 ? build_data_parallel_model(run) : build_model_parallel(run));
+  const bool plain = g.tp == 1 && g.pp == 1 && run.cfg.parallel.zero == 0;
+  TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
   if (run.timeline.enabled())  // the label is built per bucket and step: only when tracing
     run.sync->set_trace([&tl = run.timeline](size_t b, double t0, double t1) {
       tl.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1);

@@ -38,8 +38,7 @@ class RecordingSync final : public GradientSync {
   Status gather_parameters() override { return log("gather"); }
   Status average_over_replicas(float* v, int64_t n) override { return log("average"); }
   Status verify_replicas(std::string_view) override { return log("verify"); }
-  AdamW& optimizer(int = 0) override { return opt_; }
-  FlatRange checkpoint_range(int = 0) const override { return {0, store_.numel()}; }
+  std::vector<OwnedState> owned_state() override { return {{0, &opt_, {0, store_.numel()}}}; }
   double exposed_wait_s() const override { return 0; }
   void set_trace(TraceFn) override {}
   std::vector<std::string> calls;

@@ -1,0 +1,33 @@
+// ReplicaSync: the data-parallel half of a model chunk's gradient strategy -- how the replicas of
+// one chunk (the ranks of a dp group) combine gradients and split the optimizer: DataParallel (full
+// replicas, all-reduce) or ZeroSharded (ZeRO stages 1-3). ModelParallelSync composes one per chunk
+// with the tensor/pipeline-parallel corrections, which need the two operations below.
+#pragma once
+#include <functional>
+
+#include "model/param_layout.h"
+#include "model/transformer.h"
+#include "parallel/gradient_sync.h"
+
+namespace tessera {
+
+// Whether a tensor's gradient counts towards the global norm on this rank (tp rank 0 only for
+// replicated tensors, never the last stage's tied copy, ...).
+using CountedTensor = std::function<bool(const ParamInfo&)>;
+
+// Sum of one double from every rank of `comm`, added in rank order so every rank gets the same
+// bits (MPI has no such guarantee for a floating-point all-reduce). `what` prefixes a failure.
+Result<double> ordered_sum(Communicator& comm, double local, const char* what);
+
+class ReplicaSync : public GradientSync {
+ public:
+  // After finish(): the sum of squares of the final gradient over the counted tensors, each element
+  // counted once over the dp group (the same value on every dp rank).
+  virtual Result<double> grad_sum_of_squares(const CountedTensor& counted) = 0;
+  // Multiplies the final gradient this rank holds by `scale` (clipping).
+  virtual void scale_grads(float scale) = 0;
+  // The chunk's models report where they read parameters (ZeRO-3 gathers them there).
+  virtual void on_layer_event(Transformer::LayerEvent, int /*layer*/) {}
+};
+
+}  // namespace tessera

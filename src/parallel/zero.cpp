@@ -1,0 +1,326 @@
+// ZeRO stages 1-3 over a dp group: units, owned slices, overlapped reductions and gathers.
+#include "parallel/zero.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "backend/ops.h"
+#include "comm/agreement.h"
+#include "core/log.h"
+
+namespace tessera {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+StoreOptions zero_store_options(int stage) {
+  StoreOptions o;
+  if (stage >= 2) o.grads = Residency::paged;
+  if (stage >= 3) o.params = Residency::paged;
+  return o;
+}
+
+struct ZeroSharded::Unit {
+  int layer = 0;
+  int64_t begin = 0, end = 0;  // flat range, a multiple of dp elements long
+  int64_t slice = 0;           // (end - begin) / dp
+  FlatRange owned;             // this rank's slice
+  std::unique_ptr<AdamW> opt;  // over `owned`
+  float* acc = nullptr;        // stages 2, 3: reduced gradient of the owned slice, summed over micro-batches
+  float* recv = nullptr;       // stages 2, 3: where the reduce-scatter lands
+  float* send = nullptr;       // the owned parameters copied out for an all-gather
+  size_t index = 0;            // in units_, for the trace
+  Work reduction;
+  bool reducing = false;
+  bool launched = false;  // stage 1: reduced (or reducing) this step
+  double t_launch = 0;
+  Work gather;  // stage 3
+  bool gathering = false, gathered = true;
+};
+
+ZeroSharded::ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage)
+    : dp_(dp), store_(store), stage_(stage), rank_(dp.rank()), size_(dp.size()) {
+  TS_CHECK(stage >= 1 && stage <= 3) << "ZeRO stage " << stage;
+  const ParamLayout& layout = store.layout();
+  // Units: the layers present, in buffer order.
+  std::vector<int> layers;
+  for (const ParamInfo& p : layout.params())
+    if (layers.empty() || layers.back() != p.layer) layers.push_back(p.layer);
+  int64_t shard_floats = 0;
+  for (int layer : layers) {
+    auto u = std::make_unique<Unit>();
+    u->layer = layer;
+    std::tie(u->begin, u->end) = layout.layer_range(layer);
+    TS_CHECK((u->end - u->begin) % (16 * size_) == 0)
+        << "ZeRO over " << size_ << " ranks needs ParamLayout layer_alignment " << zero_layer_alignment(size_)
+        << "; layer " << layer << " spans " << u->end - u->begin << " elements";
+    u->slice = (u->end - u->begin) / size_;
+    u->owned = {u->begin + rank_ * u->slice, u->begin + (rank_ + 1) * u->slice};
+    u->opt = std::make_unique<AdamW>(layout, optim, u->owned.begin, u->owned.end);
+    u->index = units_.size();
+    shard_floats += u->slice * (stage_ >= 2 ? 3 : 1);
+    units_.push_back(std::move(u));
+  }
+  shards_ = Buffer(static_cast<size_t>(shard_floats) * sizeof(float), MemCategory::communication);
+  float* cursor = shards_.as<float>();
+  for (auto& u : units_) {
+    if (stage_ >= 2) {
+      u->acc = cursor; cursor += u->slice;
+      u->recv = cursor; cursor += u->slice;
+    }
+    u->send = cursor; cursor += u->slice;
+  }
+  // A tied head on the stage that also holds the embedding reads wte (unit -1) at layer n_layer.
+  const ParamInfo* wte = layout.find("wte");
+  tied_head_ = wte && wte->layer == -1 && layout.find("lnf.w") && !layout.find("lm_head.w");
+}
+
+ZeroSharded::~ZeroSharded() = default;
+
+void ZeroSharded::record(const Status& s) {
+  if (!s.ok() && status_.ok()) status_ = s;
+}
+
+ZeroSharded::Unit* ZeroSharded::unit_of(int layer) {
+  for (auto& u : units_)
+    if (u->layer == layer) return u.get();
+  return nullptr;
+}
+
+void ZeroSharded::sample() {
+  store_.grad_buffer().sample_residency();
+  store_.param_buffer().sample_residency();
+}
+
+// ---- parameters ----
+
+Status ZeroSharded::broadcast_parameters() {
+  TS_RETURN_IF_ERROR(dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0));
+  if (stage_ >= 3)
+    for (auto& u : units_) release_params(*u);
+  sample();
+  return Status::ok_status();
+}
+
+void ZeroSharded::start_gather(Unit& u) {
+  if (u.gathered || u.gathering) return;
+  std::memcpy(u.send, store_.params() + u.owned.begin, static_cast<size_t>(u.slice) * sizeof(float));
+  u.gather = dp_.all_gather_async(u.send, store_.params() + u.begin, u.slice, DType::f32);
+  u.gathering = true;
+}
+
+Status ZeroSharded::ensure_gathered(Unit& u) {
+  if (u.gathered) return Status::ok_status();
+  start_gather(u);
+  const Status s = u.gather.wait();
+  u.gathering = false;
+  u.gathered = s.ok();
+  if (!s.ok()) return Status(s.code(), "ZeRO-3 gather of layer " + std::to_string(u.layer) + ": " + s.message());
+  sample();
+  return Status::ok_status();
+}
+
+void ZeroSharded::release_params(Unit& u) {
+  if (stage_ < 3 || size_ == 1 || u.gathering) return;
+  Buffer& b = store_.param_buffer();
+  b.discard_range(static_cast<size_t>(u.begin) * sizeof(float),
+                  static_cast<size_t>(u.owned.begin - u.begin) * sizeof(float));
+  b.discard_range(static_cast<size_t>(u.owned.end) * sizeof(float),
+                  static_cast<size_t>(u.end - u.owned.end) * sizeof(float));
+  u.gathered = false;
+}
+
+void ZeroSharded::on_layer_event(Transformer::LayerEvent event, int layer) {
+  if (stage_ < 3 || size_ == 1) return;
+  Unit* u = unit_of(layer);
+  if (!u) return;
+  Unit* emb = tied_head_ && layer == units_.back()->layer ? unit_of(-1) : nullptr;
+  if (event == Transformer::LayerEvent::after_forward) {
+    release_params(*u);
+    if (emb) release_params(*emb);
+    return;
+  }
+  // before_forward / before_backward: this unit now, the next one in the pass's direction prefetched.
+  // The embedding's backward reads no parameters (it only scatters into dwte, dwpe).
+  const bool forward = event == Transformer::LayerEvent::before_forward;
+  if (!forward && layer == -1) return;
+  record(ensure_gathered(*u));
+  if (emb) record(ensure_gathered(*emb));
+  const size_t i = u->index;
+  if (forward && i + 1 < units_.size()) start_gather(*units_[i + 1]);
+  if (!forward && i > 0 && units_[i - 1]->layer != -1) start_gather(*units_[i - 1]);
+}
+
+Status ZeroSharded::all_gather_units() {
+  for (auto& u : units_) {
+    u->gathered = false;
+    start_gather(*u);
+  }
+  Status first;
+  for (auto& u : units_) {
+    const Status s = u->gather.wait();
+    u->gathering = false;
+    u->gathered = true;
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+Status ZeroSharded::gather_parameters() {
+  TS_RETURN_IF_ERROR(status_);
+  if (size_ == 1) return Status::ok_status();
+  if (stage_ >= 3) {  // the owned slices changed: every unit is fetched again where it is next read
+    for (auto& u : units_) {
+      if (u->gathering) record(u->gather.wait());
+      u->gathering = false;
+      release_params(*u);
+    }
+    sample();
+    return status_;
+  }
+  const Status s = all_gather_units();
+  if (!s.ok()) return Status(s.code(), "ZeRO parameter all-gather: " + s.message());
+  return s;
+}
+
+// ---- gradients ----
+
+void ZeroSharded::set_sync(bool last_micro_batch) {
+  if (stage_ == 1) {
+    sync_ = last_micro_batch;
+    return;
+  }
+  // Stages 2, 3 reduce every micro-batch; the next backward writes these gradients again.
+  for (auto& u : units_)
+    if (u->reducing) record(complete_reduction(*u));
+}
+
+void ZeroSharded::launch_reduction(Unit& u) {
+  float* g = store_.grads() + u.begin;
+  u.t_launch = now_s();
+  u.reducing = true;
+  u.launched = true;
+  if (stage_ == 1) u.reduction = dp_.all_reduce_async(g, g, u.end - u.begin, DType::f32, ReduceOp::avg);
+  else u.reduction = dp_.reduce_scatter_async(g, u.recv, u.slice, DType::f32, ReduceOp::avg);
+}
+
+Status ZeroSharded::complete_reduction(Unit& u) {
+  const Status s = u.reduction.wait();
+  u.reducing = false;
+  if (trace_) trace_(u.index, u.t_launch, now_s());
+  if (!s.ok()) return Status(s.code(), "ZeRO gradient reduction of layer " + std::to_string(u.layer) + ": " + s.message());
+  if (stage_ >= 2) {
+    for (int64_t i = 0; i < u.slice; ++i) u.acc[i] += u.recv[i];
+    store_.grad_buffer().zero_range(static_cast<size_t>(u.begin) * sizeof(float),
+                                    static_cast<size_t>(u.end - u.begin) * sizeof(float));
+  }
+  return s;
+}
+
+void ZeroSharded::poll() {
+  for (auto& u : units_)
+    if (u->reducing && u->reduction.test()) record(complete_reduction(*u));
+  for (auto& u : units_)
+    if (u->gathering && u->gather.test()) {
+      record(u->gather.wait());
+      u->gathering = false;
+      u->gathered = true;
+    }
+}
+
+void ZeroSharded::on_layer_ready(int layer) {
+  Unit* u = unit_of(layer);
+  if (!u) return;
+  if (stage_ >= 2) sample();  // the gradient pages of this micro-batch are at their peak here
+  poll();
+  if ((stage_ == 1 && sync_ && size_ > 1) || stage_ >= 2) launch_reduction(*u);
+  if (stage_ >= 3) {  // the layer's backward is done with its parameters (a tied head with wte too)
+    release_params(*u);
+    if (tied_head_ && layer == units_.back()->layer) release_params(*unit_of(-1));
+  }
+}
+
+Status ZeroSharded::finish() {
+  const double t0 = now_s();
+  for (auto& u : units_) {
+    if (stage_ == 1 && !u->launched && size_ > 1) launch_reduction(*u);  // its layer never came up in sync
+    if (u->reducing) record(complete_reduction(*u));
+    u->launched = false;
+  }
+  exposed_wait_s_ += now_s() - t0;
+  sample();
+  return status_;
+}
+
+Result<double> ZeroSharded::grad_sum_of_squares(const CountedTensor& counted) {
+  double local = 0;
+  for (auto& u : units_) {
+    const float* g = stage_ >= 2 ? u->acc - u->owned.begin : store_.grads();  // indexed by flat offset
+    for (const ParamInfo& p : store_.layout().params()) {
+      if (p.layer != u->layer || !counted(p)) continue;
+      const int64_t b = std::max(p.offset, u->owned.begin), e = std::min(p.offset + p.numel, u->owned.end);
+      if (b < e) local += ops::sum_of_squares(g + b, e - b);
+    }
+  }
+  return ordered_sum(dp_, local, "ZeRO gradient norm over the dp group");
+}
+
+void ZeroSharded::scale_grads(float scale) {
+  for (auto& u : units_) {
+    float* g = stage_ >= 2 ? u->acc : store_.grads() + u->owned.begin;
+    ops::scale_inplace(g, u->slice, scale);
+  }
+}
+
+Result<float> ZeroSharded::clip_grad_norm(float max_norm) {
+  TS_ASSIGN_OR_RETURN(double ss, grad_sum_of_squares([](const ParamInfo&) { return true; }));
+  const double norm = std::sqrt(ss);
+  if (max_norm > 0 && norm > max_norm) scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
+  return static_cast<float>(norm);
+}
+
+void ZeroSharded::optimizer_step(float lr) {
+  for (auto& u : units_) {
+    if (stage_ == 1) {
+      u->opt->step(store_.params(), store_.grads(), lr);
+      continue;
+    }
+    u->opt->step_with_range_grads(store_.params(), u->acc, lr);
+    std::memset(u->acc, 0, static_cast<size_t>(u->slice) * sizeof(float));  // the next step accumulates anew
+  }
+}
+
+// ---- the rest ----
+
+Status ZeroSharded::average_over_replicas(float* values, int64_t n) {
+  if (size_ == 1) return Status::ok_status();
+  return dp_.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
+}
+
+Status ZeroSharded::verify_replicas(std::string_view what) {
+  if (stage_ >= 3 && size_ > 1) {  // only the owned slices are resident: gather, compare, page out again
+    TS_RETURN_IF_ERROR(all_gather_units());
+  }
+  const uint64_t h = agreement_hash(std::string_view(reinterpret_cast<const char*>(store_.params()),
+                                                     static_cast<size_t>(store_.numel()) * sizeof(float)));
+  const Status s = check_agreement(dp_, what, h);
+  if (stage_ >= 3)
+    for (auto& u : units_) release_params(*u);
+  return s;
+}
+
+std::vector<OwnedState> ZeroSharded::owned_state() {
+  std::vector<OwnedState> out;
+  for (auto& u : units_) out.push_back({0, u->opt.get(), u->owned});
+  return out;
+}
+
+}  // namespace tessera

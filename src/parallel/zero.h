@@ -1,0 +1,99 @@
+// ZeRO (Rajbhandari et al., 2020) over a dp group: the replicas of one model chunk split the
+// optimizer state (stage 1), also the gradients (stage 2), also the parameters (stage 3).
+//
+// Shards. The chunk's flat buffer is cut into units, one per layer (embeddings = -1, final norm and
+// head = n_layer), each a multiple of 16 * dp elements long (ParamLayout's layer_alignment, see
+// zero_layer_alignment), so unit u splits into dp equal slices and rank r owns slice r of every
+// unit: [u.begin + r*s, u.begin + (r+1)*s). Its AdamW moments, its reduced gradient (stages 2, 3)
+// and, at stage 3, its parameters are all this rank keeps between uses.
+//
+// Per step:
+//   stage 1: a unit's gradient is all-reduced (averaged) in place as soon as its layer is final
+//            (last micro-batch only, as DataParallel); AdamW updates the owned slices; then every
+//            unit is all-gathered from the owners.
+//   stage 2: every micro-batch reduce-scatters each unit as soon as its layer is final into a
+//            receive slice, adds it to the owned gradient accumulator and zeroes the unit's
+//            full-size gradient (a paged buffer hands the pages back), so at most the units in
+//            flight hold full-size gradients. AdamW runs on the accumulator; parameters are
+//            all-gathered as in stage 1.
+//   stage 3: as stage 2, and the parameters outside the owned slices are paged out. The models
+//            report where they read parameters (Transformer::LayerEvent): before a layer's forward
+//            or backward its unit is all-gathered (the next layer's gather is started at the same
+//            time, so it overlaps the compute), after its forward (and after its backward) the
+//            pages of the other ranks' slices are handed back. A tied head reads the embedding unit.
+// Resident bytes of the paged buffers are sampled (mincore) after each gather and reduction, so
+// the memory counters (and metrics) show the real footprint.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/param_layout.h"
+#include "optim/adamw.h"
+#include "parallel/replica_sync.h"
+
+namespace tessera {
+
+// The ParamLayout layer_alignment a ZeRO store over `dp` ranks needs.
+inline int64_t zero_layer_alignment(int dp) { return 16 * static_cast<int64_t>(dp); }
+// How a ZeRO store allocates: paged gradients from stage 2, paged parameters at stage 3.
+StoreOptions zero_store_options(int stage);
+
+class ZeroSharded final : public ReplicaSync {
+ public:
+  // stage 1..3. The store's layout must have layer_alignment a multiple of zero_layer_alignment(dp.size())
+  // and its buffers zero_store_options(stage). `dp` and `store` outlive this object.
+  ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage);
+  ~ZeroSharded() override;
+
+  std::string_view name() const override { return "zero"; }
+  Status broadcast_parameters() override;
+  void set_sync(bool last_micro_batch) override;
+  void on_layer_ready(int layer) override;
+  Status finish() override;
+  Result<float> clip_grad_norm(float max_norm) override;
+  void optimizer_step(float lr) override;
+  Status gather_parameters() override;
+  Status average_over_replicas(float* values, int64_t n) override;
+  Status verify_replicas(std::string_view what) override;
+  std::vector<OwnedState> owned_state() override;
+  double exposed_wait_s() const override { return exposed_wait_s_; }
+  void set_trace(TraceFn fn) override { trace_ = std::move(fn); }
+
+  Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
+  void scale_grads(float scale) override;
+  void on_layer_event(Transformer::LayerEvent event, int layer) override;
+
+  int stage() const { return stage_; }
+  // The first communication failure inside a layer callback (callbacks cannot return one); finish()
+  // and gather_parameters() report it.
+  Status status() const { return status_; }
+
+ private:
+  struct Unit;
+  Unit* unit_of(int layer);
+  void launch_reduction(Unit& u);
+  Status complete_reduction(Unit& u);
+  void poll();
+  void start_gather(Unit& u);
+  Status ensure_gathered(Unit& u);
+  void release_params(Unit& u);
+  Status all_gather_units();
+  void sample();
+  void record(const Status& s);
+
+  Communicator& dp_;
+  ParamStore& store_;
+  int stage_;
+  int rank_, size_;
+  std::vector<std::unique_ptr<Unit>> units_;  // in buffer order (embeddings first)
+  Buffer shards_;                             // per unit: accumulator (stages 2, 3), receive slice, send slice
+  bool sync_ = true;
+  bool tied_head_ = false;  // the head reads the embedding unit's wte
+  double exposed_wait_s_ = 0;
+  TraceFn trace_;
+  Status status_;
+};
+
+}  // namespace tessera
