@@ -4,6 +4,9 @@
 // Tensor parallelism (tp size p > 1, Megatron): each rank runs NH/p heads, NKV/p KV heads, d_ff/p
 // of the MLP and V/p (padded) of the vocabulary; the hooks combine the partial results. Sequence
 // parallelism additionally splits the rows of the norms and residual stream (transformer.h).
+// Recomputation (recompute.h): layers keep only part of their activations (layer_view points the
+// rest at one shared set) and backward re-runs the attention kernel or layer_forward before a
+// layer's backward.
 #include "model/transformer.h"
 
 #include <algorithm>
@@ -25,7 +28,9 @@ void zero(Buffer& b) { std::memset(b.data(), 0, b.bytes()); }
 
 // Saved activations of one layer (N = B*T rows). Under tensor parallelism NH, NKV, Q, A, F, FC and
 // V are this rank's local sizes (NH/p, ..., padded V/p); C and N are whole. NS: rows of this rank's
-// sequence shard (N/p under sequence parallelism, else N).
+// sequence shard (N/p under sequence parallelism, else N). With recomputation a layer leaves empty
+// what it does not keep (selective: atty, lse; full: all but residual3), and Acts::shared holds
+// exactly those, once for all layers.
 struct LayerActs {
   Buffer ln1, ln1_mean, ln1_rstd;  // (NS,C) (NS) (NS)
   Buffer qkv;                      // (N, Q) Q = (NH+2NKV)*HS, after RoPE
@@ -39,8 +44,10 @@ struct LayerActs {
 };
 
 struct Transformer::Acts {
+  size_t bytes = 0;                // of all the buffers below
   Buffer encoded;                  // (NS, C) embedding output, or the stage input (its rows)
   std::vector<LayerActs> layers;
+  LayerActs shared;                // recomputation: what the layers do not keep (else empty)
   Buffer lnf, lnf_mean, lnf_rstd;  // (NS, C) (NS) (NS)
   Buffer logits;                   // (N, V); holds dlogits after a forward with targets
   Buffer losses;                   // (N)
@@ -61,6 +68,11 @@ struct Transformer::Acts {
   bool have_dlogits = false;
 };
 
+// One layer's activations: its own buffers, or the shared ones where it keeps none.
+struct Transformer::LayerView {
+  float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *r2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act, *r3;
+};
+
 // Pointers to one set of tensors (parameters or their gradients); null where absent (no biases).
 struct TensorPtrs {
   float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr,
@@ -74,9 +86,9 @@ struct Transformer::Weights {
   float *dwte = nullptr, *dwpe = nullptr, *dlnf_w = nullptr, *dlnf_b = nullptr, *dhead = nullptr;
 };
 
-Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T)
+Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T, Recompute recompute)
     : cfg_(cfg), store_(store), B_(B), T_(T),
-      first_(store.layout().first_layer()), last_(store.layout().last_layer()),
+      first_(store.layout().first_layer()), last_(store.layout().last_layer()), recompute_(recompute),
       acts_(std::make_unique<Acts>()), w_(std::make_unique<Weights>()) {
   TS_CHECK(T <= cfg.max_seq_len) << "T=" << T << " exceeds max_seq_len=" << cfg.max_seq_len;
   const ParamLayout& layout = store.layout();
@@ -137,20 +149,37 @@ void Transformer::allocate_activations() {
   acts_.reset();  // free the old set first: the peak is one set, not two
   acts_ = std::make_unique<Acts>();
   Acts& a = *acts_;
+  auto act_buffer = [&a](int64_t numel) {
+    Buffer b = tessera::act_buffer(numel);
+    a.bytes += b.bytes();
+    return b;
+  };
   a.encoded = act_buffer(NS * C);
+  // attention: atty and lse; rest: everything else but the layer output residual3.
+  auto layer_buffers = [&](LayerActs& la, bool attention, bool rest, bool output) {
+    if (rest) {
+      la.ln1 = act_buffer(NS * C); la.ln1_mean = act_buffer(NS); la.ln1_rstd = act_buffer(NS);
+      la.qkv = act_buffer(N * Q);
+    }
+    if (attention) {
+      la.atty = act_buffer(N * A);
+      la.lse = act_buffer(B * d.NH * T);
+    }
+    if (rest) {
+      la.residual2 = act_buffer(NS * C);
+      la.ln2 = act_buffer(NS * C); la.ln2_mean = act_buffer(NS); la.ln2_rstd = act_buffer(NS);
+      la.fch = act_buffer(N * FC);
+      la.fch_act = act_buffer(N * F);
+    }
+    if (output) la.residual3 = act_buffer(NS * C);
+  };
+  const bool keep_attention = recompute_ == Recompute::none, keep_rest = recompute_ != Recompute::full;
   for (int l = first_; l < last_; ++l) {
     LayerActs la;
-    la.ln1 = act_buffer(NS * C); la.ln1_mean = act_buffer(NS); la.ln1_rstd = act_buffer(NS);
-    la.qkv = act_buffer(N * Q);
-    la.atty = act_buffer(N * A);
-    la.lse = act_buffer(B * d.NH * T);
-    la.residual2 = act_buffer(NS * C);
-    la.ln2 = act_buffer(NS * C); la.ln2_mean = act_buffer(NS); la.ln2_rstd = act_buffer(NS);
-    la.fch = act_buffer(N * FC);
-    la.fch_act = act_buffer(N * F);
-    la.residual3 = act_buffer(NS * C);
+    layer_buffers(la, keep_attention, keep_rest, /*output=*/true);
     a.layers.push_back(std::move(la));
   }
+  if (first_ < last_) layer_buffers(a.shared, !keep_attention, !keep_rest, /*output=*/false);
   if (is_last_stage()) {
     a.lnf = act_buffer(NS * C); a.lnf_mean = act_buffer(NS); a.lnf_rstd = act_buffer(NS);
     a.logits = act_buffer(N * d.V);
@@ -174,6 +203,29 @@ void Transformer::allocate_activations() {
     if (!is_first_stage()) a.stage_in = act_buffer(N * C);
     if (!is_last_stage()) a.stage_out = act_buffer(N * C);
   }
+}
+
+void Transformer::set_recompute(Recompute recompute) {
+  if (recompute == recompute_) return;
+  recompute_ = recompute;
+  allocate_activations();
+}
+
+size_t Transformer::activation_bytes() const { return acts_->bytes; }
+
+Transformer::LayerView Transformer::layer_view(int layer) {
+  LayerActs& own = acts_->layers[layer - first_];
+  LayerActs& shared = acts_->shared;
+  auto pick = [](Buffer& mine, Buffer& common) { return (mine.bytes() ? mine : common).as<float>(); };
+  return {pick(own.ln1, shared.ln1),     pick(own.ln1_mean, shared.ln1_mean), pick(own.ln1_rstd, shared.ln1_rstd),
+          pick(own.qkv, shared.qkv),     pick(own.atty, shared.atty),         pick(own.lse, shared.lse),
+          pick(own.residual2, shared.residual2), pick(own.ln2, shared.ln2),   pick(own.ln2_mean, shared.ln2_mean),
+          pick(own.ln2_rstd, shared.ln2_rstd),   pick(own.fch, shared.fch),   pick(own.fch_act, shared.fch_act),
+          own.residual3.as<float>()};
+}
+
+const float* Transformer::layer_input(int layer) {
+  return layer == first_ ? acts_->encoded.as<float>() : acts_->layers[layer - first_ - 1].residual3.as<float>();
 }
 
 void Transformer::set_tensor_parallel_hooks(TensorParallelHooks* hooks) {
@@ -232,6 +284,16 @@ void add(float* out, const float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = y[i] + x[i];
 }
 void copy(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
+// The input of a column-parallel linear in forward: the saved norm output (NS rows), all N rows on
+// return. Under sequence parallelism `full` is the (N, C) scratch its rows are gathered into (at
+// row R0); else `full` is null and the input is `saved` itself.
+float* column_input_forward(TensorParallelHooks& tp, float* full, float* saved, TpPoint point, int layer, int64_t N,
+                            int64_t C, int64_t NS, int64_t R0) {
+  float* in = full ? full : saved;  // (N, C)
+  if (full) copy(in + R0 * C, saved, NS * C);
+  tp.copy_to_region_forward({point, layer, in, N, C});
+  return in;
+}
 }  // namespace
 
 Transformer::Dims Transformer::dims() const {
@@ -243,11 +305,56 @@ Transformer::Dims Transformer::dims() const {
   return {B_, T_, N, c.d_model, (NH + 2 * NKV) * HS, NH * HS, F, llama ? 2 * F : F, NH, NKV, HS, V, NS, R0, llama};
 }
 
+void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool mlp_output) {
+  const ModelConfig& c = cfg_;
+  const Dims d = dims();
+  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC;
+  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS, NS = d.NS, R0 = d.R0;
+  const bool llama = d.llama;
+  const TensorPtrs& p = w_->p[l - first_];
+  OpProfile& prof = profile_;
+  TensorParallelHooks& tp = *tp_;
+  // A row-parallel linear's bias is replicated: added by rank 0 only, so the reduction adds it once.
+  auto row_bias = [&](const float* b) { return tp_rank_ == 0 ? b : nullptr; };
+  float* full = sp_ ? acts_->full.as<float>() : nullptr;
+  auto column_input = [&](float* saved, TpPoint point) {
+    return column_input_forward(tp, full, saved, point, l, N, C, NS, R0);
+  };
+  float *ln1 = v.ln1, *qkv = v.qkv, *atty = v.atty, *r2 = v.r2, *ln2 = v.ln2, *fch = v.fch, *fch_act = v.fch_act;
+  float* r3 = v.r3;
+  profiled(prof, OpGroup::norm, [&] {
+    norm_forward(llama, ln1, v.ln1_mean, v.ln1_rstd, x, p.ln1_w, p.ln1_b, NS, C, c.norm_eps);
+  });
+  const float* qkv_in = column_input(ln1, TpPoint::attn_qkv);
+  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
+  profiled(prof, OpGroup::attention, [&] {
+    if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
+    ops::attention_forward(atty, v.lse, qkv, B, T, NH, NKV, HS);
+  });
+  float* y = sp_ ? full : r2;  // (N, C) partial sums; this rank's rows summed after the hook
+  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
+  tp.reduce_from_region_forward({TpPoint::attn_proj, l, y, N, C});
+  profiled(prof, OpGroup::residual, [&] { add(r2, y + R0 * C, x, NS * C); });
+  profiled(prof, OpGroup::norm, [&] {
+    norm_forward(llama, ln2, v.ln2_mean, v.ln2_rstd, r2, p.ln2_w, p.ln2_b, NS, C, c.norm_eps);
+  });
+  const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
+  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
+  profiled(prof, OpGroup::activation, [&] {
+    if (llama) ops::swiglu_forward(fch_act, fch, N, F);
+    else ops::gelu_forward(fch_act, fch, N * F);
+  });
+  if (!mlp_output) return;
+  y = sp_ ? full : r3;
+  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
+  tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
+  profiled(prof, OpGroup::residual, [&] { add(r3, y + R0 * C, r2, NS * C); });
+}
+
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
-  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC, V = d.V;
-  const int64_t NH = d.NH, NKV = d.NKV, HS = d.HS, NS = d.NS, R0 = d.R0;
+  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, V = d.V, NS = d.NS, R0 = d.R0;
   const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
@@ -259,12 +366,8 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   // norms write their N rows straight into the saved buffer, and row-parallel outputs land in the
   // residual buffer, as before.
   float* full = sp_ ? a.full.as<float>() : nullptr;
-  // The input of a column-parallel linear: the saved norm output (NS rows), all N rows on return.
   auto column_input = [&](float* saved, TpPoint point, int layer) {
-    float* in = sp_ ? full : saved;  // (N, C)
-    if (sp_) copy(in + R0 * C, saved, NS * C);
-    tp_->copy_to_region_forward({point, layer, in, N, C});
-    return in;
+    return column_input_forward(*tp_, full, saved, point, layer, N, C, NS, R0);
   };
 
   TensorParallelHooks& tp = *tp_;
@@ -287,40 +390,9 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   const float* x = encoded;  // (NS, C) the residual stream
   for (int l = first_; l < last_; ++l) {
     event(LayerEvent::before_forward, l);
-    LayerActs& la = a.layers[l - first_];
-    const TensorPtrs& p = w.p[l - first_];
-    float *ln1 = la.ln1.as<float>(), *qkv = la.qkv.as<float>(), *atty = la.atty.as<float>();
-    float *r2 = la.residual2.as<float>(), *ln2 = la.ln2.as<float>(), *fch = la.fch.as<float>();
-    float *fch_act = la.fch_act.as<float>(), *r3 = la.residual3.as<float>();
-    profiled(prof, OpGroup::norm, [&] {
-      norm_forward(llama, ln1, la.ln1_mean.as<float>(), la.ln1_rstd.as<float>(), x, p.ln1_w, p.ln1_b, NS, C,
-                   c.norm_eps);
-    });
-    const float* qkv_in = column_input(ln1, TpPoint::attn_qkv, l);
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
-    profiled(prof, OpGroup::attention, [&] {
-      if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
-      ops::attention_forward(atty, la.lse.as<float>(), qkv, B, T, NH, NKV, HS);
-    });
-    float* y = sp_ ? full : r2;  // (N, C) partial sums; this rank's rows summed after the hook
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
-    tp.reduce_from_region_forward({TpPoint::attn_proj, l, y, N, C});
-    profiled(prof, OpGroup::residual, [&] { add(r2, y + R0 * C, x, NS * C); });
-    profiled(prof, OpGroup::norm, [&] {
-      norm_forward(llama, ln2, la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), r2, p.ln2_w, p.ln2_b, NS, C,
-                   c.norm_eps);
-    });
-    const float* fc_in = column_input(ln2, TpPoint::mlp_fc, l);
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
-    profiled(prof, OpGroup::activation, [&] {
-      if (llama) ops::swiglu_forward(fch_act, fch, N, F);
-      else ops::gelu_forward(fch_act, fch, N * F);
-    });
-    y = sp_ ? full : r3;
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
-    tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
-    profiled(prof, OpGroup::residual, [&] { add(r3, y + R0 * C, r2, NS * C); });
-    x = r3;
+    const LayerView v = layer_view(l);
+    layer_forward(l, x, v, /*mlp_output=*/true);
+    x = v.r3;
     event(LayerEvent::after_forward, l);
   }
   a.have_dlogits = false;
@@ -437,29 +509,34 @@ void Transformer::backward(float loss_scale) {
 
   for (int l = last_ - 1; l >= first_; --l) {
     event(LayerEvent::before_backward, l);
-    LayerActs& la = a.layers[l - first_];
+    const LayerView v = layer_view(l);
     const TensorPtrs& p = w.p[l - first_];
     const TensorPtrs& g = w.g[l - first_];
-    const float* x = l == first_ ? a.encoded.as<float>() : a.layers[l - first_ - 1].residual3.as<float>();
+    const float* x = layer_input(l);
+    // Recomputation, after before_backward (the layer's parameters are available) and without layer
+    // events: the same ops on the same inputs give the forward's bits.
+    if (recompute_ == Recompute::full) {
+      layer_forward(l, x, v, /*mlp_output=*/false);
+    } else if (recompute_ == Recompute::selective) {
+      profiled(prof, OpGroup::attention, [&] { ops::attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS); });
+    }
     // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))); dres carries d residual3.
     tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
     zero(a.dfch_act);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, la.fch_act.as<float>(), p.mproj_w,
-                           N, F, C);
+      ops::matmul_backward(dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
     });
     zero(a.dfch);
     profiled(prof, OpGroup::activation, [&] {
-      if (llama) ops::swiglu_backward(dfch, dfch_act, la.fch.as<float>(), N, F);
-      else ops::gelu_backward(dfch, la.fch.as<float>(), dfch_act, N * F);
+      if (llama) ops::swiglu_backward(dfch, dfch_act, v.fch, N, F);
+      else ops::gelu_backward(dfch, v.fch, dfch_act, N * F);
     });
-    const float* fc_in = column_input(la.ln2.as<float>(), TpPoint::mlp_fc, l);
+    const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
     zero(a.dln);
     profiled(prof, OpGroup::matmul, [&] { ops::matmul_backward(dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
     tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, la.residual2.as<float>(), p.ln2_w,
-                    la.ln2_mean.as<float>(), la.ln2_rstd.as<float>(), NS, C);
+      norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, v.r2, p.ln2_w, v.ln2_mean, v.ln2_rstd, NS, C);
     });
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
     // Under tp, dres is the same on every rank, so every rank accumulates the replicated proj bias's
@@ -468,23 +545,21 @@ void Transformer::backward(float loss_scale) {
     tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres_full, N, C});
     zero(a.datty);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(datty, g.proj_w, rank0_grad(g.proj_b), dres_full, la.atty.as<float>(), p.proj_w, N, A, C);
+      ops::matmul_backward(datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
     });
     zero(a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
-      ops::attention_backward(dqkv, datty, la.qkv.as<float>(), la.atty.as<float>(), la.lse.as<float>(), B, T, NH, NKV,
-                              HS);
+      ops::attention_backward(dqkv, datty, v.qkv, v.atty, v.lse, B, T, NH, NKV, HS);
       if (llama) ops::rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
     });
-    const float* qkv_in = column_input(la.ln1.as<float>(), TpPoint::attn_qkv, l);
+    const float* qkv_in = column_input(v.ln1, TpPoint::attn_qkv, l);
     zero(a.dln);
     profiled(prof, OpGroup::matmul, [&] {
       ops::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
     });
     tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, la.ln1_mean.as<float>(),
-                    la.ln1_rstd.as<float>(), NS, C);
+      norm_backward(llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, v.ln1_mean, v.ln1_rstd, NS, C);
     });
     if (grad_ready_) grad_ready_(l);
   }

@@ -16,6 +16,16 @@
 // sum them over tp after backward. Pipeline seams stay whole (B,T,C) and identical on every tp
 // rank: a non-first stage takes its rows of stage_input() and all-gathers its input gradient; a
 // non-last stage all-gathers its output and takes its rows of stage_output_grad().
+//
+// Activation recomputation (model/recompute.h; constructor argument or set_recompute): selective
+// keeps no attention output or softmax statistics per layer and re-runs the attention kernel in
+// backward; full keeps only each layer's output (the next layer's input) and re-runs the layer's
+// forward in backward, into one set of layer activations shared by all layers. Losses, gradients,
+// the grad-ready order and the pipeline seams are bitwise those of none. The recomputed forward
+// calls the same tensor-parallel hooks as the forward (identical on every tp rank, so the
+// collectives match; full stops before the MLP's output projection, which backward does not need:
+// copy_to_region attn_qkv, reduce_from_region attn_proj, copy_to_region mlp_fc), but no layer
+// events: it runs right after before_backward of its layer, whose parameters are then available.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,14 +35,17 @@
 #include "model/config.h"
 #include "model/op_profile.h"
 #include "model/param_layout.h"
+#include "model/recompute.h"
 #include "model/tensor_parallel_hooks.h"
 
 namespace tessera {
 
 class Transformer {
  public:
-  // B, T: micro-batch shape (T <= cfg.max_seq_len). `store` must outlive the model.
-  Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T);
+  // B, T: micro-batch shape (T <= cfg.max_seq_len). `store` must outlive the model. `recompute`:
+  // which activations are kept for backward (model/recompute.h).
+  Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T,
+              Recompute recompute = Recompute::none);
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -94,11 +107,20 @@ class Transformer {
   // after a failure the loss and gradients are meaningless.
   Status tp_status() const { return tp_->status(); }
 
+  // Changes the recomputation mode; reallocates the activations when it changes (so call it at
+  // set-up, not between a forward and its backward: the forward's activations are dropped).
+  void set_recompute(Recompute recompute);
+  Recompute recompute() const { return recompute_; }
+  // Bytes of this model's activation buffers (saved activations, shared recomputation and backward
+  // scratch, logits); all of them are counted under MemCategory::activations.
+  size_t activation_bytes() const;
+
   // Per-kernel-group timing (benchmarks): enable, run steps, read seconds.
   OpProfile& profile() { return profile_; }
 
  private:
   struct Acts;
+  struct LayerView;  // pointers to one layer's activations: its own buffers or the shared ones
   struct Weights;  // resolved pointers into the store: no name look-ups in the step
   // Sizes of one micro-batch: N = B*T rows, Q = qkv width, A = attention width NH*HS, FC = fc
   // output width (F, or 2F for SwiGLU), V = logits columns. Local to this tp rank: NH, NKV, F are
@@ -110,13 +132,19 @@ class Transformer {
   };
   Dims dims() const;
   void check_tp_hooks() const;
-  void allocate_activations();  // for the current sp_
+  void allocate_activations();  // for the current sp_ and recompute_
+  LayerView layer_view(int layer);
+  const float* layer_input(int layer);  // (NS, C) the residual stream entering `layer`
+  // One block's forward from its input x (NS, C) into v. Without mlp_output it stops after the
+  // MLP activation (full recomputation: backward needs nothing after it).
+  void layer_forward(int layer, const float* x, const LayerView& v, bool mlp_output);
   ModelConfig cfg_;
   ParamStore& store_;
   int64_t B_, T_;
   int first_, last_;
   int tp_rank_ = 0, tp_size_ = 1;
   bool sp_ = false;  // sequence parallel (only at tp size > 1)
+  Recompute recompute_ = Recompute::none;
   int64_t vocab_lo_ = 0, vocab_valid_ = 0;  // first vocabulary row of the shard; its non-padding rows
   std::unique_ptr<Acts> acts_;
   std::unique_ptr<Weights> w_;

@@ -2,12 +2,14 @@
 // same seed and checks that the shard's loss, gradients (via shard_pieces), tp-aware clipped norm
 // and three AdamW steps equal the whole model's. Run at 2 ranks (tp 2) and 4 (tp 2 x dp 2, tp 4).
 // The same with sequence parallelism (after summing the replicated gradients over tp), also as two
-// pipeline stages, and its error for token rows that do not split over tp.
+// pipeline stages, and its error for token rows that do not split over tp. Activation recomputation
+// (selective, full) under tp and sequence parallelism gives bitwise the gradients of none.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/param_layout.h"
+#include "model/recompute.h"
 #include "model/transformer.h"
 #include "mpi_test_world.h"
 #include "optim/adamw.h"
@@ -303,6 +306,161 @@ TEST(SequenceParallelStages, WholeStageSeamsGiveTheWholeModelsLossAndGradients) 
         ASSERT_TRUE(s.ok()) << s.to_string();
         expect_shard_equals_whole(whole, *st, /*grads=*/true, 1e-5, where);
       }
+    }
+  }
+}
+
+// ---- activation recomputation ----
+
+const Recompute kRecomputeModes[] = {Recompute::none, Recompute::selective, Recompute::full};
+
+// The first element whose bits differ between two stores of the same layout ("" when none).
+std::string first_bit_difference(const ParamStore& a, const ParamStore& b, bool grads) {
+  for (const ParamInfo& p : a.layout().params()) {
+    const float* x = (grads ? a.grads() : a.params()) + p.offset;
+    const float* y = (grads ? b.grads() : b.params()) + p.offset;
+    for (int64_t i = 0; i < p.numel; ++i)
+      if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0)
+        return p.name + "[" + std::to_string(i) + "]: " + std::to_string(x[i]) + " vs " + std::to_string(y[i]);
+  }
+  return "";
+}
+
+// One tp shard per recomputation mode, from the same seed: two micro-batches per step, clipping over
+// tp and three AdamW steps. Each micro-batch's loss and per-row losses, the gradients (after the
+// sequence-parallel sum of replicated ones), the clipped norm and the parameters after each step of
+// selective and full are those of none, bit for bit.
+void run_recompute_case(const Case& c, int tp_size, bool sp) {
+  Communicator& w = world();
+  Result<Grid> grid = Grid::create(w, GridShape{w.size() / tp_size, 1, tp_size});
+  ASSERT_TRUE(grid.ok()) << grid.status().to_string();
+  Communicator& tpc = grid->tp();
+  const ModelConfig& cfg = c.cfg;
+  const int64_t B = 2, T = 16, N = B * T;
+  const std::string where =
+      c.name + " tp=" + std::to_string(tp_size) + (sp ? " sp" : "") + " rank " + std::to_string(tpc.rank());
+  const TensorParallelShard shard{tpc.rank(), tpc.size()};
+  std::vector<std::unique_ptr<ParamStore>> stores;
+  std::vector<std::unique_ptr<TensorParallel>> hooks;
+  std::vector<std::unique_ptr<Transformer>> nets;
+  std::vector<std::unique_ptr<AdamW>> opts;
+  for (Recompute mode : kRecomputeModes) {
+    stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg, shard)));
+    init_parameters(*stores.back(), cfg, 4321);
+    hooks.push_back(std::make_unique<TensorParallel>(tpc, sp));
+    nets.push_back(std::make_unique<Transformer>(cfg, *stores.back(), B, T, mode));
+    nets.back()->set_tensor_parallel_hooks(hooks.back().get());
+    opts.push_back(std::make_unique<AdamW>(stores.back()->layout(), AdamWConfig{}));
+  }
+  // No ASSERT between collectives: a rank that left early would leave its peers waiting.
+  for (int step = 0; step < 3; ++step) {
+    for (auto& st : stores) st->zero_grads();
+    for (int mb = 0; mb < 2; ++mb) {
+      auto tokens = random_ids(N, cfg.vocab_size, 300 + 10 * step + mb);
+      auto targets = random_ids(N, cfg.vocab_size, 400 + 10 * step + mb);
+      targets[3] = -1;
+      float loss[3];
+      for (int i = 0; i < 3; ++i) {
+        loss[i] = nets[i]->forward(tokens.data(), targets.data());
+        nets[i]->backward(0.5f);
+      }
+      for (int i = 1; i < 3; ++i) {
+        const char* mode = recompute_name(kRecomputeModes[i]).data();
+        EXPECT_EQ(std::memcmp(&loss[i], &loss[0], sizeof(float)), 0)
+            << where << " " << mode << " step " << step << " micro-batch " << mb << ": " << loss[i] << " vs " << loss[0];
+        EXPECT_EQ(std::memcmp(nets[i]->losses(), nets[0]->losses(), N * sizeof(float)), 0) << where << " " << mode;
+      }
+    }
+    if (sp)
+      for (auto& st : stores) {
+        const Status s = sequence_parallel_reduce_replicated_grads(*st, tpc);
+        EXPECT_TRUE(s.ok()) << s.to_string();
+      }
+    float norm[3];
+    for (int i = 0; i < 3; ++i) {
+      Result<float> n = tp_clip_grad_norm(*stores[i], tpc, 0.05f);
+      EXPECT_TRUE(n.ok()) << n.status().to_string();
+      norm[i] = n.ok() ? *n : -1.f;
+    }
+    for (int i = 1; i < 3; ++i) {
+      const char* mode = recompute_name(kRecomputeModes[i]).data();
+      EXPECT_EQ(first_bit_difference(*stores[i], *stores[0], /*grads=*/true), "")
+          << where << " " << mode << " step " << step << ": the first gradient that differs from none";
+      EXPECT_EQ(std::memcmp(&norm[i], &norm[0], sizeof(float)), 0) << where << " " << mode << ": clipped norm";
+    }
+    for (int i = 0; i < 3; ++i) opts[i]->step(stores[i]->params(), stores[i]->grads(), kLr);
+    for (int i = 1; i < 3; ++i)
+      EXPECT_EQ(first_bit_difference(*stores[i], *stores[0], /*grads=*/false), "")
+          << where << " " << recompute_name(kRecomputeModes[i]) << " after step " << step;
+  }
+  for (auto& h : hooks) EXPECT_TRUE(h->status().ok()) << where << ": " << h->status().to_string();
+}
+
+class RecomputeUnderTensorParallelism : public ::testing::TestWithParam<int> {};
+
+TEST_P(RecomputeUnderTensorParallelism, SelectiveAndFullGiveBitwiseTheGradientsOfNone) {
+  const int tp = GetParam();
+  if (world().size() % tp != 0) GTEST_SKIP() << "tp " << tp << " needs a multiple of " << tp << " ranks";
+  for (bool sp : {false, true})
+    for (const Case& c : sequence_parallel_cases()) {
+      SCOPED_TRACE(c.name + (sp ? " sequence parallel" : ""));
+      run_recompute_case(c, tp, sp);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tp, RecomputeUnderTensorParallelism, ::testing::Values(2, 4),
+                         [](const auto& info) { return "tp" + std::to_string(info.param); });
+
+// Sequence-parallel pipeline stages of two layers each with full recomputation: the whole stage
+// output, the whole input gradient at the seam and every gradient are those of the same stages
+// without recomputation, bitwise.
+TEST(RecomputeUnderSequenceParallelStages, FullRecomputationKeepsTheWholeSeamsAndGradients) {
+  Communicator& w = world();
+  for (int tp_size : {2, 4}) {
+    if (w.size() % tp_size != 0) continue;
+    Result<Grid> grid = Grid::create(w, GridShape{w.size() / tp_size, 1, tp_size});
+    ASSERT_TRUE(grid.ok()) << grid.status().to_string();
+    Communicator& tpc = grid->tp();
+    for (const Case& c : sequence_parallel_cases()) {
+      ModelConfig cfg = c.cfg;
+      cfg.n_layer = 4;
+      const std::string where = c.name + " tp=" + std::to_string(tp_size) + " rank " + std::to_string(tpc.rank());
+      const int64_t B = 2, T = 16, N = B * T, C = cfg.d_model;
+      const TensorParallelShard shard{tpc.rank(), tpc.size()};
+      struct Pipeline {
+        ParamStore s0, s1;
+        TensorParallel hooks;
+        Transformer first, last;
+        Pipeline(const ModelConfig& cfg, TensorParallelShard shard, Communicator& tpc, int64_t B, int64_t T, Recompute r)
+            : s0(ParamLayout(cfg, 0, 2, shard)), s1(ParamLayout(cfg, 2, 4, shard)), hooks(tpc, true),
+              first(cfg, s0, B, T, r), last(cfg, s1, B, T, r) {
+          init_parameters(s0, cfg, 55);
+          init_parameters(s1, cfg, 55);
+          first.set_tensor_parallel_hooks(&hooks);
+          last.set_tensor_parallel_hooks(&hooks);
+          s0.zero_grads();
+          s1.zero_grads();
+        }
+      };
+      Pipeline none(cfg, shard, tpc, B, T, Recompute::none), full(cfg, shard, tpc, B, T, Recompute::full);
+      auto tokens = random_ids(N, cfg.vocab_size, 81), targets = random_ids(N, cfg.vocab_size, 82);
+      float loss[2];
+      int i = 0;
+      for (Pipeline* p : {&none, &full}) {
+        p->first.forward(tokens.data(), nullptr);
+        std::memcpy(p->last.stage_input(), p->first.stage_output(), N * C * sizeof(float));
+        loss[i++] = p->last.forward(nullptr, targets.data());
+        p->last.backward();
+        std::memcpy(p->first.stage_output_grad(), p->last.stage_input_grad(), N * C * sizeof(float));
+        p->first.backward();
+      }
+      EXPECT_EQ(std::memcmp(&loss[0], &loss[1], sizeof(float)), 0) << where;
+      EXPECT_EQ(std::memcmp(none.first.stage_output(), full.first.stage_output(), N * C * sizeof(float)), 0) << where;
+      EXPECT_EQ(std::memcmp(none.last.stage_input_grad(), full.last.stage_input_grad(), N * C * sizeof(float)), 0)
+          << where;
+      EXPECT_EQ(first_bit_difference(full.s0, none.s0, true), "") << where << " stage 0";
+      EXPECT_EQ(first_bit_difference(full.s1, none.s1, true), "") << where << " stage 1";
+      EXPECT_TRUE(none.hooks.status().ok() && full.hooks.status().ok()) << where;
     }
   }
 }
