@@ -37,14 +37,30 @@ Status Communicator::validate(const CommOp& op) const {
   return Status();
 }
 
+void Communicator::count_traffic(const CommOp& op) {
+  const double p = size(), bytes = static_cast<double>(op.count) * static_cast<double>(dtype_size(op.dtype));
+  double wire = 0;
+  switch (op.kind) {
+    case CollectiveKind::all_reduce: wire = 2 * (p - 1) / p * bytes; break;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_gather: wire = (p - 1) * bytes; break;  // count is one rank's block
+    case CollectiveKind::broadcast:
+    case CollectiveKind::send: wire = p > 1 ? bytes : 0; break;
+    default: break;
+  }
+  traffic_bytes_ += static_cast<uint64_t>(wire);
+}
+
 Status Communicator::run_checked(const CommOp& op) {
   TS_RETURN_IF_ERROR(validate(op));
+  count_traffic(op);
   return run(op);
 }
 
 Work Communicator::start_checked(const CommOp& op) {
   Status s = validate(op);
   if (!s.ok()) return Work::failed(std::move(s));
+  count_traffic(op);
   return start(op);
 }
 

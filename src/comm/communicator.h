@@ -59,6 +59,10 @@ class Communicator {
   virtual uint64_t collective_seq() const = 0;
   // Recent ops on this communicator, oldest first.
   virtual std::vector<CollectiveRecord> recent_ops() const = 0;
+  // Bytes this rank has put on the wire through this communicator, by the usual ring/tree cost
+  // model (a model, not a measurement): all-reduce 2(p-1)/p x buffer, reduce-scatter and all-gather
+  // (p-1)/p x the whole gathered buffer, broadcast and send the buffer, receives and barriers 0.
+  uint64_t traffic_bytes() const { return traffic_bytes_; }
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // color < 0: this rank joins none (returns nullptr).
   virtual Result<std::unique_ptr<Communicator>> split(int color, int key, const std::string& name) = 0;
@@ -102,6 +106,8 @@ class Communicator {
                           int64_t out_mult) const;  // in.numel*in_mult == out.numel*out_mult
   Status run_checked(const CommOp& op);
   Work start_checked(const CommOp& op);
+  void count_traffic(const CommOp& op);
+  uint64_t traffic_bytes_ = 0;
 };
 
 }  // namespace tessera

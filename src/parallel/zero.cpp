@@ -35,8 +35,8 @@ struct ZeroSharded::Unit {
   FlatRange owned;             // this rank's slice
   std::unique_ptr<AdamW> opt;  // over `owned`
   float* acc = nullptr;        // stages 2, 3: reduced gradient of the owned slice, summed over micro-batches
-  float* recv = nullptr;       // stages 2, 3: where the reduce-scatter lands
-  float* send = nullptr;       // the owned parameters copied out for an all-gather
+  float* recv = nullptr;       // while reducing (stages 2, 3): the receive slot
+  float* send = nullptr;       // while gathering: the send slot holding the owned parameters
   size_t index = 0;            // in units_, for the trace
   Work reduction;
   bool reducing = false;
@@ -54,7 +54,7 @@ ZeroSharded::ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig&
   std::vector<int> layers;
   for (const ParamInfo& p : layout.params())
     if (layers.empty() || layers.back() != p.layer) layers.push_back(p.layer);
-  int64_t shard_floats = 0;
+  int64_t acc_floats = 0, max_slice = 0;
   for (int layer : layers) {
     auto u = std::make_unique<Unit>();
     u->layer = layer;
@@ -66,18 +66,19 @@ ZeroSharded::ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig&
     u->owned = {u->begin + rank_ * u->slice, u->begin + (rank_ + 1) * u->slice};
     u->opt = std::make_unique<AdamW>(layout, optim, u->owned.begin, u->owned.end);
     u->index = units_.size();
-    shard_floats += u->slice * (stage_ >= 2 ? 3 : 1);
+    acc_floats += stage_ >= 2 ? u->slice : 0;
+    max_slice = std::max(max_slice, u->slice);
     units_.push_back(std::move(u));
   }
-  shards_ = Buffer(static_cast<size_t>(shard_floats) * sizeof(float), MemCategory::communication);
-  float* cursor = shards_.as<float>();
-  for (auto& u : units_) {
+  accumulators_ = Buffer(static_cast<size_t>(acc_floats) * sizeof(float), MemCategory::gradients);
+  float* cursor = accumulators_.as<float>();
+  for (auto& u : units_)
     if (stage_ >= 2) {
-      u->acc = cursor; cursor += u->slice;
-      u->recv = cursor; cursor += u->slice;
+      u->acc = cursor;
+      cursor += u->slice;
     }
-    u->send = cursor; cursor += u->slice;
-  }
+  slots_ = Buffer(static_cast<size_t>(4 * max_slice) * sizeof(float), MemCategory::communication);
+  for (int i = 0; i < 4; ++i) (i < 2 ? free_recv_ : free_send_).push_back(slots_.as<float>() + i * max_slice);
   // A tied head on the stage that also holds the embedding reads wte (unit -1) at layer n_layer.
   const ParamInfo* wte = layout.find("wte");
   tied_head_ = wte && wte->layer == -1 && layout.find("lnf.w") && !layout.find("lm_head.w");
@@ -110,20 +111,41 @@ Status ZeroSharded::broadcast_parameters() {
   return Status::ok_status();
 }
 
+// A free slot, completing the oldest op in flight when both are taken.
+float* ZeroSharded::take_slot(std::vector<Unit*>& in_flight, std::vector<float*>& free, bool gather) {
+  if (free.empty()) {
+    Unit* oldest = in_flight.front();
+    if (gather) record(finish_gather(*oldest));
+    else record(complete_reduction(*oldest));
+  }
+  float* slot = free.back();
+  free.pop_back();
+  return slot;
+}
+
+Status ZeroSharded::finish_gather(Unit& u) {
+  const Status s = u.gather.wait();
+  u.gathering = false;
+  u.gathered = true;
+  free_send_.push_back(u.send);
+  gathering_.erase(std::find(gathering_.begin(), gathering_.end(), &u));
+  if (!s.ok()) return Status(s.code(), "ZeRO gather of layer " + std::to_string(u.layer) + ": " + s.message());
+  return s;
+}
+
 void ZeroSharded::start_gather(Unit& u) {
   if (u.gathered || u.gathering) return;
+  u.send = take_slot(gathering_, free_send_, /*gather=*/true);
   std::memcpy(u.send, store_.params() + u.owned.begin, static_cast<size_t>(u.slice) * sizeof(float));
   u.gather = dp_.all_gather_async(u.send, store_.params() + u.begin, u.slice, DType::f32);
   u.gathering = true;
+  gathering_.push_back(&u);
 }
 
 Status ZeroSharded::ensure_gathered(Unit& u) {
   if (u.gathered) return Status::ok_status();
   start_gather(u);
-  const Status s = u.gather.wait();
-  u.gathering = false;
-  u.gathered = s.ok();
-  if (!s.ok()) return Status(s.code(), "ZeRO-3 gather of layer " + std::to_string(u.layer) + ": " + s.message());
+  TS_RETURN_IF_ERROR(finish_gather(u));
   sample();
   return Status::ok_status();
 }
@@ -164,25 +186,16 @@ Status ZeroSharded::all_gather_units() {
     u->gathered = false;
     start_gather(*u);
   }
-  Status first;
-  for (auto& u : units_) {
-    const Status s = u->gather.wait();
-    u->gathering = false;
-    u->gathered = true;
-    if (!s.ok() && first.ok()) first = s;
-  }
-  return first;
+  while (!gathering_.empty()) record(finish_gather(*gathering_.front()));
+  return status_;
 }
 
 Status ZeroSharded::gather_parameters() {
   TS_RETURN_IF_ERROR(status_);
   if (size_ == 1) return Status::ok_status();
   if (stage_ >= 3) {  // the owned slices changed: every unit is fetched again where it is next read
-    for (auto& u : units_) {
-      if (u->gathering) record(u->gather.wait());
-      u->gathering = false;
-      release_params(*u);
-    }
+    while (!gathering_.empty()) record(finish_gather(*gathering_.front()));
+    for (auto& u : units_) release_params(*u);
     sample();
     return status_;
   }
@@ -199,25 +212,29 @@ void ZeroSharded::set_sync(bool last_micro_batch) {
     return;
   }
   // Stages 2, 3 reduce every micro-batch; the next backward writes these gradients again.
-  for (auto& u : units_)
-    if (u->reducing) record(complete_reduction(*u));
+  while (!reducing_.empty()) record(complete_reduction(*reducing_.front()));
 }
 
 void ZeroSharded::launch_reduction(Unit& u) {
   float* g = store_.grads() + u.begin;
+  u.recv = take_slot(reducing_, free_recv_, /*gather=*/false);
   u.t_launch = now_s();
   u.reducing = true;
   u.launched = true;
-  if (stage_ == 1) u.reduction = dp_.all_reduce_async(g, g, u.end - u.begin, DType::f32, ReduceOp::avg);
-  else u.reduction = dp_.reduce_scatter_async(g, u.recv, u.slice, DType::f32, ReduceOp::avg);
+  reducing_.push_back(&u);
+  u.reduction = dp_.reduce_scatter_async(g, u.recv, u.slice, DType::f32, ReduceOp::avg);
 }
 
 Status ZeroSharded::complete_reduction(Unit& u) {
   const Status s = u.reduction.wait();
   u.reducing = false;
+  reducing_.erase(std::find(reducing_.begin(), reducing_.end(), &u));
   if (trace_) trace_(u.index, u.t_launch, now_s());
+  free_recv_.push_back(u.recv);
   if (!s.ok()) return Status(s.code(), "ZeRO gradient reduction of layer " + std::to_string(u.layer) + ": " + s.message());
-  if (stage_ >= 2) {
+  if (stage_ == 1) {  // the step's only reduction: the owned slice of the flat gradient holds the average
+    std::memcpy(store_.grads() + u.owned.begin, u.recv, static_cast<size_t>(u.slice) * sizeof(float));
+  } else {
     for (int64_t i = 0; i < u.slice; ++i) u.acc[i] += u.recv[i];
     store_.grad_buffer().zero_range(static_cast<size_t>(u.begin) * sizeof(float),
                                     static_cast<size_t>(u.end - u.begin) * sizeof(float));
@@ -225,15 +242,9 @@ Status ZeroSharded::complete_reduction(Unit& u) {
   return s;
 }
 
-void ZeroSharded::poll() {
-  for (auto& u : units_)
-    if (u->reducing && u->reduction.test()) record(complete_reduction(*u));
-  for (auto& u : units_)
-    if (u->gathering && u->gather.test()) {
-      record(u->gather.wait());
-      u->gathering = false;
-      u->gathered = true;
-    }
+void ZeroSharded::poll() {  // MPI progresses non-blocking collectives only inside MPI calls
+  while (!reducing_.empty() && reducing_.front()->reduction.test()) record(complete_reduction(*reducing_.front()));
+  while (!gathering_.empty() && gathering_.front()->gather.test()) record(finish_gather(*gathering_.front()));
 }
 
 void ZeroSharded::on_layer_ready(int layer) {
@@ -250,11 +261,10 @@ void ZeroSharded::on_layer_ready(int layer) {
 
 Status ZeroSharded::finish() {
   const double t0 = now_s();
-  for (auto& u : units_) {
+  for (auto& u : units_)
     if (stage_ == 1 && !u->launched && size_ > 1) launch_reduction(*u);  // its layer never came up in sync
-    if (u->reducing) record(complete_reduction(*u));
-    u->launched = false;
-  }
+  while (!reducing_.empty()) record(complete_reduction(*reducing_.front()));
+  for (auto& u : units_) u->launched = false;
   exposed_wait_s_ += now_s() - t0;
   sample();
   return status_;

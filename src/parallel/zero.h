@@ -8,9 +8,10 @@
 // and, at stage 3, its parameters are all this rank keeps between uses.
 //
 // Per step:
-//   stage 1: a unit's gradient is all-reduced (averaged) in place as soon as its layer is final
-//            (last micro-batch only, as DataParallel); AdamW updates the owned slices; then every
-//            unit is all-gathered from the owners.
+//   stage 1: a unit's gradient is reduce-scattered (averaged) as soon as its layer is final (last
+//            micro-batch only; earlier ones accumulate locally, as DataParallel) and the owned slice
+//            copied back into the flat gradient; AdamW updates the owned slices; then every unit is
+//            all-gathered from the owners (the same traffic as one all-reduce).
 //   stage 2: every micro-batch reduce-scatters each unit as soon as its layer is final into a
 //            receive slice, adds it to the owned gradient accumulator and zeroes the unit's
 //            full-size gradient (a paged buffer hands the pages back), so at most the units in
@@ -77,9 +78,11 @@ class ZeroSharded final : public ReplicaSync {
   Status complete_reduction(Unit& u);
   void poll();
   void start_gather(Unit& u);
+  Status finish_gather(Unit& u);
   Status ensure_gathered(Unit& u);
   void release_params(Unit& u);
   Status all_gather_units();
+  float* take_slot(std::vector<Unit*>& in_flight, std::vector<float*>& free, bool gather);
   void sample();
   void record(const Status& s);
 
@@ -88,7 +91,12 @@ class ZeroSharded final : public ReplicaSync {
   int stage_;
   int rank_, size_;
   std::vector<std::unique_ptr<Unit>> units_;  // in buffer order (embeddings first)
-  Buffer shards_;                             // per unit: accumulator (stages 2, 3), receive slice, send slice
+  Buffer accumulators_;                       // stages 2, 3: every unit's owned gradient slice
+  // Two receive slices for reduce-scatters and two send slices for all-gathers (each the largest
+  // unit's slice): at most two of each are in flight, the oldest is completed to free a slot.
+  Buffer slots_;
+  std::vector<float*> free_recv_, free_send_;
+  std::vector<Unit*> reducing_, gathering_;  // in launch order
   bool sync_ = true;
   bool tied_head_ = false;  // the head reads the embedding unit's wte
   double exposed_wait_s_ = 0;

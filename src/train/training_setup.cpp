@@ -93,7 +93,8 @@ Status build_data_parallel_model(TrainingRun& run) {
   const ModelConfig& mc = cfg.model;
   run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc)));
   TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
-  run.model = std::make_unique<Transformer>(mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len);
+  TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
+  run.model = std::make_unique<Transformer>(mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
   run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
                                             static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
   GradientSync* sync = run.sync.get();
@@ -140,7 +141,9 @@ Status build_model_parallel(TrainingRun& run) {
   auto sync = std::make_unique<ModelParallelSync>(groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
   TensorParallelHooks* hooks = run.tp_hooks.get();
-  auto configure = [s, hooks, zero](int chunk, Transformer& model) {
+  TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
+  auto configure = [s, hooks, zero, recompute](int chunk, Transformer& model) {
+    model.set_recompute(recompute);
     if (hooks) model.set_tensor_parallel_hooks(hooks);
     ReplicaSync* part = &s->chunk_sync(chunk);
     model.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
@@ -239,6 +242,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   }
   run->summary.first_step = run->state.step;
   run->clock.run_start = Timeline::now_s();
+  run->clock.dp_traffic_at_start = run->grid->dp().traffic_bytes();
   return run;
 }
 
