@@ -11,7 +11,8 @@ line=$(grep '^done: ' <<<"$out") || fail "no 'done:' summary line in: $out"
 /usr/bin/python3 - "$line" <<'PY' || fail "cannot parse the summary line: $line"
 import re, sys
 m = re.fullmatch(r"done: (\d+) steps, (\d+) tok/s, loader wait (\d+\.\d+)% of step time, "
-                 r"exposed communication (\d+\.\d+)%", sys.argv[1].strip())
+                 r"exposed communication (\d+\.\d+)%, data-parallel traffic (\d+\.\d+) MiB/step per rank \(ring model\)",
+                 sys.argv[1].strip())
 assert m, "format"
 steps, tok_s, wait, exposed = int(m[1]), int(m[2]), float(m[3]), float(m[4])
 assert steps == 5, f"steps {steps}"

@@ -47,6 +47,8 @@ checkpoint_interval = 4
 keep_checkpoints = 3
 out_dir = "runs/every"
 timeout_s = 12.5
+recompute = "selective"
+memory_budget_mb = 1536.5
 
 [optim]
 lr = 0.001
@@ -68,6 +70,7 @@ tp = 2
 bucket_mb = 0.25
 schedule = "gpipe"
 virtual_stages = 3
+zero = 2
 stage_layers = [1, 2]
 sequence_parallel = true
 )";
