@@ -24,6 +24,29 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC);
 
+// ---- reduced-precision matmul (autocast semantics; cpu/matmul_lowp.cpp) ----
+// fp32: exactly sgemm / matmul_forward / matmul_backward (same calls, same bits). bf16 / fp16: both
+// matmul operands (activations, weights, output gradients) are first rounded to bf16 / IEEE half
+// (round-to-nearest-even; fp16 overflows to +-inf above 65504), the products of the rounded values
+// are accumulated in f32 and the outputs are f32. Bias adds and bias gradients stay f32.
+// bf16 runs oneDNN's bf16 matmul primitive when the CPU has AVX512-BF16 or AMX (and oneDNN picks a
+// native kernel for it); otherwise, and always for fp16, it rounds into f32 scratch and calls sgemm
+// on the rounded values (numerically the same model up to f32 summation order).
+enum class MatmulPrecision : uint8_t { fp32, bf16, fp16 };
+// out[i] = in[i] rounded to the precision and widened back to f32 (fp32: a copy). In place allowed.
+void round_to_precision(float* out, const float* in, int64_t n, MatmulPrecision p);
+void sgemm_lowp(MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void matmul_forward_lowp(MatmulPrecision p, float* out, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC);
+void matmul_backward_lowp(MatmulPrecision p, float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+// The bf16 kernel sgemm_lowp uses now: "onednn:<implementation>" (native AVX512-BF16/AMX) or
+// "emulated" (rounded f32 through sgemm).
+const char* bf16_gemm_kernel();
+// Allows (default) or forbids the native oneDNN bf16 kernel (tests and benchmarks compare both).
+void set_bf16_gemm_native(bool allow);
+
 // ---- embedding ----
 // out(B,T,C) = wte[tokens[b,t]] + (wpe ? wpe[t] : 0). Tokens must be in [0, V) (caller validates).
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,

@@ -1,0 +1,255 @@
+// Reduced-precision matmul (ops.h, "reduced-precision matmul"): operands rounded to bf16 / fp16,
+// f32 accumulation, f32 outputs. bf16 runs oneDNN's matmul primitive (bf16 src/weights, f32 dst)
+// where oneDNN has a native kernel for this CPU (AVX512-BF16 / AMX); otherwise the operands are
+// rounded into f32 scratch and multiplied by the f32 sgemm (products of bf16 or fp16 values are exact
+// in f32, so both paths compute the same model up to f32 summation order).
+#include <immintrin.h>
+
+#include <bit>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/cpu/cpu_util.h"
+#include "backend/ops.h"
+#include "core/log.h"
+
+namespace tessera::ops {
+namespace {
+
+// f32 -> bf16 bits, round-to-nearest-even; NaN stays a quiet NaN, overflow rounds to inf.
+inline uint16_t bf16_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  const uint32_t nan = u | 0x00400000u;
+  return static_cast<uint16_t>((((u & 0x7fffffffu) > 0x7f800000u) ? nan : rounded) >> 16);
+}
+inline float bf16_round(float x) { return std::bit_cast<float>(static_cast<uint32_t>(bf16_bits(x)) << 16); }
+
+// GCC 12's AVX-512 conversion intrinsics start from an "undefined" vector it then reports as maybe
+// uninitialized; the value is never read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// n floats rounded to IEEE half and back (round-to-nearest-even, F16C / AVX-512 conversions).
+void fp16_round_n(float* out, const float* in, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) out[i] = static_cast<float>(static_cast<_Float16>(in[i]));
+}
+#pragma GCC diagnostic pop
+
+void round_n(float* out, const float* in, int64_t n, MatmulPrecision p) {
+  if (p == MatmulPrecision::fp16) {
+    fp16_round_n(out, in, n);
+  } else if (p == MatmulPrecision::bf16) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_round(in[i]);
+  } else if (out != in) {
+    std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+// rows x cols of a row-major matrix with leading dimension ld, rounded into a compact f32 buffer.
+void round_matrix(float* out, const float* in, int64_t rows, int64_t cols, int64_t ld, MatmulPrecision p) {
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (int64_t r = 0; r < rows; ++r) round_n(out + r * cols, in + r * ld, cols, p);
+}
+
+// The same, to bf16 bits (the native kernel's input).
+void to_bf16_matrix(uint16_t* out, const float* in, int64_t rows, int64_t cols, int64_t ld) {
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = in + r * ld;
+    uint16_t* d = out + r * cols;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) d[j] = bf16_bits(s[j]);
+  }
+}
+
+// Per-thread scratch, grown only (no allocation after the first call with a given size).
+template <typename T>
+T* scratch(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// ---- oneDNN bf16 matmul ----
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+using dt = dnnl::memory::data_type;
+using Dims = dnnl::memory::dims;
+
+// C(M,N) (row stride ldc, f32) = alpha * A(M,K) B(K,N) + beta * C with A, B compact bf16 as stored:
+// A is (M,K) row-major or, transposed, (K,M); B is (K,N) or, transposed, (N,K).
+struct Bf16Prim {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+std::unique_ptr<Bf16Prim> make_bf16_prim(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                         float beta, int64_t ldc) {
+  const dnnl::memory::desc a_md(Dims{M, K}, dt::bf16, ta ? Dims{1, M} : Dims{K, 1});
+  const dnnl::memory::desc b_md(Dims{K, N}, dt::bf16, tb ? Dims{1, K} : Dims{N, 1});
+  const dnnl::memory::desc c_md(Dims{M, N}, dt::f32, Dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+  const dnnl::matmul::desc d(a_md, b_md, c_md);
+  auto p = std::make_unique<Bf16Prim>();
+  p->pd = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+  p->prim = dnnl::matmul(p->pd);
+  return p;
+}
+
+// Whether oneDNN runs bf16 matmuls on a native kernel here (not its reference implementation).
+struct NativeInfo {
+  bool native = false;
+  std::string impl;
+};
+const NativeInfo& native_info() {
+  static const NativeInfo info = [] {
+    NativeInfo i;
+    try {
+      auto p = make_bf16_prim(false, true, 64, 64, 64, 1.0f, 0.0f, 64);
+      i.impl = p->pd.impl_info_str();
+      i.native = i.impl.find("ref") == std::string::npos;
+    } catch (const dnnl::error& e) {
+      i.impl = std::string("unavailable: ") + e.what();
+    }
+    return i;
+  }();
+  return info;
+}
+bool g_allow_native = true;
+
+void bf16_native_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<uint16_t> a16, b16;
+  thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, float, float>,
+                        std::unique_ptr<Bf16Prim>>
+      cache;
+  thread_local std::unique_ptr<dnnl::stream> strm;
+  if (!strm) strm = std::make_unique<dnnl::stream>(cpu_engine());
+  // Compact bf16 copies in the stored orientation.
+  uint16_t* a = scratch(a16, M * K);
+  uint16_t* b = scratch(b16, K * N);
+  if (ta) to_bf16_matrix(a, A, K, M, lda);
+  else to_bf16_matrix(a, A, M, K, lda);
+  if (tb) to_bf16_matrix(b, B, N, K, ldb);
+  else to_bf16_matrix(b, B, K, N, ldb);
+  auto& slot = cache[{M, N, K, ldc, ta, tb, alpha, beta}];
+  if (!slot) slot = make_bf16_prim(ta, tb, M, N, K, alpha, beta, ldc);
+  const auto& pd = slot->pd;
+  dnnl::memory am(pd.src_desc(), cpu_engine(), a);
+  dnnl::memory bm(pd.weights_desc(), cpu_engine(), b);
+  dnnl::memory cm(pd.dst_desc(), cpu_engine(), C);
+  slot->prim.execute(*strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  strm->wait();
+}
+
+}  // namespace
+
+void round_to_precision(float* out, const float* in, int64_t n, MatmulPrecision p) {
+  const int64_t chunk = 16384;
+#pragma omp parallel for schedule(static) if (n > 4 * chunk)
+  for (int64_t i = 0; i < n; i += chunk) round_n(out + i, in + i, std::min(chunk, n - i), p);
+}
+
+const char* bf16_gemm_kernel() {
+  thread_local std::string s;
+  const NativeInfo& i = native_info();
+  s = (i.native && g_allow_native) ? "onednn:" + i.impl : std::string("emulated");
+  return s.c_str();
+}
+
+void set_bf16_gemm_native(bool allow) { g_allow_native = allow; }
+
+void sgemm_lowp(MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (p == MatmulPrecision::fp32 || M == 0 || N == 0 || K == 0) {
+    sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (p == MatmulPrecision::bf16 && g_allow_native && native_info().native) {
+    bf16_native_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  thread_local std::vector<float> ar, br;
+  float* a = scratch(ar, M * K);
+  float* b = scratch(br, K * N);
+  const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+  const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+  round_matrix(a, A, a_rows, a_cols, lda, p);
+  round_matrix(b, B, b_rows, b_cols, ldb, p);
+  sgemm(trans_a, trans_b, M, N, K, alpha, a, a_cols, b, b_cols, beta, C, ldc);
+}
+
+void matmul_forward_lowp(MatmulPrecision p, float* out, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC) {
+  if (p == MatmulPrecision::fp32) {
+    matmul_forward(out, inp, weight, bias, N, C, OC);
+    return;
+  }
+  float beta = 0.0f;
+  if (bias != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      float* o = out + n * OC;
+#pragma omp simd
+      for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
+    }
+    beta = 1.0f;
+  }
+  sgemm_lowp(p, false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+void matmul_backward_lowp(MatmulPrecision p, float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+  if (p == MatmulPrecision::fp32) {
+    matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    return;
+  }
+  if (dinp != nullptr) sgemm_lowp(p, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+  sgemm_lowp(p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  // The bias gradient is the f32 column sum of dout (the same code as the f32 backward).
+  if (dbias != nullptr) {
+    using detail::kColBlock;
+    const int64_t nblocks = detail::col_blocks(OC);
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t j0 = blk * kColBlock;
+      const int64_t w = std::min(kColBlock, OC - j0);
+      float acc[kColBlock] = {};
+      for (int64_t n = 0; n < N; ++n) {
+        const float* d = dout + n * OC + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) acc[j] += d[j];
+      }
+      for (int64_t j = 0; j < w; ++j) dbias[j0 + j] += acc[j];
+    }
+  }
+}
+
+}  // namespace tessera::ops
