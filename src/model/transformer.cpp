@@ -24,6 +24,18 @@ Buffer act_buffer(int64_t numel) {
   return Buffer(static_cast<size_t>(numel) * sizeof(float), MemCategory::activations);
 }
 void zero(Buffer& b) { std::memset(b.data(), 0, b.bytes()); }
+// The linear layers at the model's precision: fp32 calls the f32 ops themselves (bitwise the f32
+// model); bf16 / fp16 round the operands and accumulate in f32 (ops.h, reduced-precision matmul).
+void linear_forward(Precision p, float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                    int64_t C, int64_t OC) {
+  if (p == Precision::fp32) ops::matmul_forward(out, inp, weight, bias, N, C, OC);
+  else ops::matmul_forward_lowp(p, out, inp, weight, bias, N, C, OC);
+}
+void linear_backward(Precision p, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC) {
+  if (p == Precision::fp32) ops::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+  else ops::matmul_backward_lowp(p, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
 }  // namespace
 
 // Saved activations of one layer (N = B*T rows). Under tensor parallelism NH, NKV, Q, A, F, FC and
@@ -326,27 +338,27 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
     norm_forward(llama, ln1, v.ln1_mean, v.ln1_rstd, x, p.ln1_w, p.ln1_b, NS, C, c.norm_eps);
   });
   const float* qkv_in = column_input(ln1, TpPoint::attn_qkv);
-  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
   profiled(prof, OpGroup::attention, [&] {
     if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
     ops::attention_forward(atty, v.lse, qkv, B, T, NH, NKV, HS);
   });
   float* y = sp_ ? full : r2;  // (N, C) partial sums; this rank's rows summed after the hook
-  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
   tp.reduce_from_region_forward({TpPoint::attn_proj, l, y, N, C});
   profiled(prof, OpGroup::residual, [&] { add(r2, y + R0 * C, x, NS * C); });
   profiled(prof, OpGroup::norm, [&] {
     norm_forward(llama, ln2, v.ln2_mean, v.ln2_rstd, r2, p.ln2_w, p.ln2_b, NS, C, c.norm_eps);
   });
   const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
-  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
   profiled(prof, OpGroup::activation, [&] {
     if (llama) ops::swiglu_forward(fch_act, fch, N, F);
     else ops::gelu_forward(fch_act, fch, N * F);
   });
   if (!mlp_output) return;
   y = sp_ ? full : r3;
-  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
   tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
   profiled(prof, OpGroup::residual, [&] { add(r3, y + R0 * C, r2, NS * C); });
 }
@@ -413,7 +425,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     norm_forward(llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, NS, C, c.norm_eps);
   });
   const float* head_in = column_input(lnf, TpPoint::lm_head, L);
-  profiled(prof, OpGroup::matmul, [&] { ops::matmul_forward(logits, head_in, w.head, nullptr, N, C, V); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, logits, head_in, w.head, nullptr, N, C, V); });
   event(LayerEvent::after_forward, L);
   if (!targets) return 0.f;
 
@@ -494,7 +506,7 @@ void Transformer::backward(float loss_scale) {
     const float* head_in = column_input(a.lnf.as<float>(), TpPoint::lm_head, L);
     zero(a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dln, w.dhead, nullptr, dlogits, head_in, w.head, N, C, V);
+      linear_backward(precision_, dln, w.dhead, nullptr, dlogits, head_in, w.head, N, C, V);
     });
     tp.copy_to_region_backward({TpPoint::lm_head, L, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
@@ -524,7 +536,7 @@ void Transformer::backward(float loss_scale) {
     tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
     zero(a.dfch_act);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
+      linear_backward(precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
     });
     zero(a.dfch);
     profiled(prof, OpGroup::activation, [&] {
@@ -533,7 +545,7 @@ void Transformer::backward(float loss_scale) {
     });
     const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
     zero(a.dln);
-    profiled(prof, OpGroup::matmul, [&] { ops::matmul_backward(dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
+    profiled(prof, OpGroup::matmul, [&] { linear_backward(precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
     tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, v.r2, p.ln2_w, v.ln2_mean, v.ln2_rstd, NS, C);
@@ -545,7 +557,7 @@ void Transformer::backward(float loss_scale) {
     tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres_full, N, C});
     zero(a.datty);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
+      linear_backward(precision_, datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
     });
     zero(a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
@@ -555,7 +567,7 @@ void Transformer::backward(float loss_scale) {
     const float* qkv_in = column_input(v.ln1, TpPoint::attn_qkv, l);
     zero(a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      ops::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
+      linear_backward(precision_, dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
     });
     tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {

@@ -26,6 +26,9 @@
 // collectives match; full stops before the MLP's output projection, which backward does not need:
 // copy_to_region attn_qkv, reduce_from_region attn_proj, copy_to_region mlp_fc), but no layer
 // events: it runs right after before_backward of its layer, whose parameters are then available.
+//
+// Mixed precision (set_precision; model/precision.h): in bf16 / fp16 every linear layer and its
+// backward round their operands and accumulate in f32; fp32 runs exactly the f32 ops.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -35,6 +38,7 @@
 #include "model/config.h"
 #include "model/op_profile.h"
 #include "model/param_layout.h"
+#include "model/precision.h"
 #include "model/recompute.h"
 #include "model/tensor_parallel_hooks.h"
 
@@ -111,6 +115,11 @@ class Transformer {
   // set-up, not between a forward and its backward: the forward's activations are dropped).
   void set_recompute(Recompute recompute);
   Recompute recompute() const { return recompute_; }
+  // The arithmetic of the linear layers (model/precision.h): fp32 (default, the f32 ops
+  // themselves), or bf16 / fp16 operands with f32 accumulation. Parameters, gradients and every
+  // other op stay f32. Takes effect from the next forward; allocates nothing.
+  void set_precision(Precision precision) { precision_ = precision; }
+  Precision precision() const { return precision_; }
   // Bytes of this model's activation buffers (saved activations, shared recomputation and backward
   // scratch, logits); all of them are counted under MemCategory::activations.
   size_t activation_bytes() const;
@@ -145,6 +154,7 @@ class Transformer {
   int tp_rank_ = 0, tp_size_ = 1;
   bool sp_ = false;  // sequence parallel (only at tp size > 1)
   Recompute recompute_ = Recompute::none;
+  Precision precision_ = Precision::fp32;
   int64_t vocab_lo_ = 0, vocab_valid_ = 0;  // first vocabulary row of the shard; its non-padding rows
   std::unique_ptr<Acts> acts_;
   std::unique_ptr<Weights> w_;

@@ -38,6 +38,7 @@ struct TrainConfig {
   std::string out_dir = "runs/default";
   double timeout_s = 300;           // collective timeout
   std::string recompute = "none";   // activation recomputation: none | selective | full
+  std::string precision = "fp32";   // matmul arithmetic: fp32 | bf16 | fp16 (model/precision.h)
   double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
 };
 

@@ -242,6 +242,9 @@ std::vector<SectionSpec> make_schema() {
            // Recomputation gives bitwise-identical gradients: a change on --resume keeps the trajectory.
            {"recompute", field(&RC::train, &TC::recompute), kOk, {one_of({"none", "selective", "full"})},
             "activation recomputation: none, selective (attention internals) or full (each layer's input only)"},
+           // Reduced precision changes the numerics: a change on --resume leaves the trajectory.
+           {"precision", field(&RC::train, &TC::precision), kWarn, {one_of({"fp32", "bf16", "fp16"})},
+            "matmul arithmetic: fp32, bf16 or fp16 operands with f32 accumulation (fp16: loss scaling)"},
            {"memory_budget_mb", field(&RC::train, &TC::memory_budget_mb), kOk,
             {holds([](double x) { return x >= 0; }, " must be >= 0 (0 = no limit)")},
             "per-rank memory budget checked before launch; 0 = no limit"},

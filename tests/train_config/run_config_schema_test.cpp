@@ -48,6 +48,7 @@ keep_checkpoints = 3
 out_dir = "runs/every"
 timeout_s = 12.5
 recompute = "selective"
+precision = "bf16"
 memory_budget_mb = 1536.5
 
 [optim]
@@ -143,6 +144,7 @@ std::string legacy_resume_changes(const nlohmann::json& before, const nlohmann::
   };
   for (const char* key : {"dir", "seq_len"}) check("data", key);
   for (const char* key : {"seed", "batch_tokens", "micro_batch", "grad_accum"}) check("train", key);
+  check("train", "precision");  // added with the key: reduced precision changes the numerics
   const nlohmann::json optim = now.value("optim", nlohmann::json::object());
   for (const auto& [key, value] : optim.items()) check("optim", key);
   check("parallel", "dp");
