@@ -28,14 +28,17 @@ Result<double> validation_loss(TrainingRun& run) {
 Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt) {
   const RunConfig& cfg = run.cfg;
   const int64_t step = run.state.step;
-  if (!run.lead || (step % std::max<int64_t>(1, cfg.train.log_interval) != 0 && step != cfg.train.steps))
-    return Status::ok_status();
+  if (step % std::max<int64_t>(1, cfg.train.log_interval) != 0 && step != cfg.train.steps) return Status::ok_status();
+  // Every rank's allocator counters, per category live and peak: one small all-gather on the log steps.
+  TS_ASSIGN_OR_RETURN(nlohmann::json mem, gather_memory_stats(run.world));
+  if (!run.lead) return Status::ok_status();
   const double tok_s = run.tokens_per_step() / dt;
   const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();
   const double mfu = flops_per_step / dt / 1e9 / (run.peak_gflops * run.world.size());
   TrainEvent ev;
   ev.step = step; ev.loss = r.loss; ev.lr = lr; ev.grad_norm = r.grad_norm; ev.tokens_per_s = tok_s;
   ev.mfu = mfu; ev.mem_mb = mem_mb(); ev.time_s = Timeline::now_s() - run.clock.run_start;
+  ev.extra = {{"mem", std::move(mem)}};  // [per world rank] {"parameters": {"live", "peak"}, ..., "total": {...}}
   TS_RETURN_IF_ERROR(run.metrics->log_train(ev));
   if (!run.opts.quiet) {
     const double mean_dt = run.clock.timed_steps ? run.clock.timed_s / run.clock.timed_steps : dt;

@@ -1,6 +1,8 @@
 // JSON-lines metrics writer and reader (see metrics.h).
 #include "train/metrics.h"
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -54,6 +56,46 @@ Status MetricsWriter::log_eval(int64_t step, double val_loss, const nlohmann::js
   nlohmann::json j = {{"step", step}, {"val_loss", val_loss}};
   if (extra.is_object()) j.update(extra);
   return write(j);
+}
+
+nlohmann::json memory_stats_json(const MemoryStats& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int c = 0; c < kNumMemCategories; ++c)
+    j[std::string(mem_category_name(static_cast<MemCategory>(c)))] = {{"live", s.live[c]}, {"peak", s.peak[c]}};
+  j["total"] = {{"live", s.total_live}, {"peak", s.total_peak}};
+  return j;
+}
+
+Result<nlohmann::json> gather_memory_stats(Communicator& world) {
+  constexpr int kWords = 2 * (kNumMemCategories + 1);
+  const MemoryStats s = memory_stats();
+  std::array<int64_t, kWords> mine{};
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    mine[2 * c] = static_cast<int64_t>(s.live[c]);
+    mine[2 * c + 1] = static_cast<int64_t>(s.peak[c]);
+  }
+  mine[2 * kNumMemCategories] = static_cast<int64_t>(s.total_live);
+  mine[2 * kNumMemCategories + 1] = static_cast<int64_t>(s.total_peak);
+  std::vector<int64_t> all(static_cast<size_t>(kWords) * static_cast<size_t>(world.size()));
+  if (world.size() == 1) {
+    std::copy(mine.begin(), mine.end(), all.begin());
+  } else {
+    const Status st = world.all_gather_async(mine.data(), all.data(), sizeof(mine), DType::u8).wait();
+    if (!st.ok()) return Status(st.code(), "gathering the ranks' memory counters for metrics: " + st.message());
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (int r = 0; r < world.size(); ++r) {
+    const int64_t* w = all.data() + static_cast<size_t>(r) * kWords;
+    MemoryStats m;
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      m.live[c] = static_cast<size_t>(w[2 * c]);
+      m.peak[c] = static_cast<size_t>(w[2 * c + 1]);
+    }
+    m.total_live = static_cast<size_t>(w[2 * kNumMemCategories]);
+    m.total_peak = static_cast<size_t>(w[2 * kNumMemCategories + 1]);
+    out.push_back(memory_stats_json(m));
+  }
+  return out;
 }
 
 namespace {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/communicator.h"
+#include "core/memory.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -45,6 +47,13 @@ class MetricsWriter {
   std::unique_ptr<std::FILE, Closer> file_;
   std::string path_;
 };
+
+// The allocator's counters (core/memory.h) as {"parameters": {"live": bytes, "peak": bytes}, ...,
+// "other": {...}, "total": {...}}; the categories by mem_category_name.
+nlohmann::json memory_stats_json(const MemoryStats& s);
+// Every rank's memory_stats_json, by world rank (a JSON array): one all-gather of 2 x 7 int64 per
+// rank over `world`. Collective: every rank calls it at the same step.
+Result<nlohmann::json> gather_memory_stats(Communicator& world);
 
 // Series read back from a metrics file. Train events have "loss", eval events "val_loss". When a
 // step number repeats or goes back (a run resumed from an earlier checkpoint), the later events
