@@ -1,0 +1,174 @@
+// tessera plan --config run.toml [section.key=value ...] [--ranks N]: every rank's predicted peak
+// memory by category (train/memory_plan.h), the largest micro-batch that fits train.memory_budget_mb
+// and, over budget, the single config changes that would fit. Builds no model and needs no data.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/memory.h"
+#include "train/memory_plan.h"
+#include "train/run_config.h"
+
+namespace tessera::cli {
+
+namespace {
+struct PlanArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  int ranks = 0;
+  bool json = false;
+};
+
+// The plan as one JSON object (bytes), for scripts (bench/plan_vs_measured.sh).
+void print_json(const RunConfig& c, const MemoryPlan& p) {
+  auto cats = [](const MemBytes& b) {
+    nlohmann::json j = nlohmann::json::object();
+    for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = b[i];
+    return j;
+  };
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMemoryPlan& r : p.ranks) {
+    nlohmann::json chunks = nlohmann::json::array();
+    for (size_t i = 0; i < r.chunk_layers.size(); ++i)
+      chunks.push_back({{"layers", {r.chunk_layers[i].first, r.chunk_layers[i].second}}, {"slots", r.activation_slots[i]}});
+    ranks.push_back({{"rank", r.rank}, {"dp", r.coord.dp}, {"pp", r.coord.pp}, {"tp", r.coord.tp}, {"chunks", chunks},
+                     {"parameters", r.parameters}, {"peak", r.peak}, {"at_peak", cats(r.at_peak)},
+                     {"category_peak", cats(r.category_peak)},
+                     {"largest_micro_batch_that_fits", r.largest_micro_batch_that_fits}});
+  }
+  nlohmann::json out = {{"layout", p.layout.describe()}, {"world_size", p.world_size},
+                        {"micro_batch", c.train.micro_batch}, {"grad_accum", c.train.grad_accum},
+                        {"zero", c.parallel.zero}, {"recompute", c.train.recompute},
+                        {"budget_bytes", p.budget_bytes}, {"peak", p.peak()}, {"fits", p.fits()},
+                        {"largest_micro_batch_that_fits", p.largest_micro_batch_that_fits()}, {"ranks", ranks}};
+  if (!p.fits()) {
+    nlohmann::json opts = nlohmann::json::array();
+    for (const MemoryOption& o : memory_options_that_fit(c, p.world_size, p.budget_bytes))
+      opts.push_back({{"change", o.change}, {"peak", o.peak}});
+    out["options_that_fit"] = opts;
+  }
+  std::printf("%s\n", out.dump(1).c_str());
+}
+
+// "0,2,4" (long lists shortened: "0,2,4,...,30 (16 ranks)").
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  const size_t n = ranks.size(), shown = n > 8 ? 6 : n;
+  for (size_t i = 0; i < shown; ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  if (shown < n) out += ",...," + std::to_string(ranks.back()) + " (" + std::to_string(n) + " ranks)";
+  return out;
+}
+
+std::string chunks_of(const RankMemoryPlan& r) {
+  std::string out;
+  for (size_t c = 0; c < r.chunk_layers.size(); ++c)
+    out += (c ? " " : "") + std::string("[") + std::to_string(r.chunk_layers[c].first) + "," +
+           std::to_string(r.chunk_layers[c].second) + ")x" + std::to_string(r.activation_slots[c]);
+  return out;
+}
+
+int run_plan(const PlanArgs& a) {
+  auto cfg = load_run_config(a.config, a.overrides);
+  if (!cfg.ok()) return fail(cfg.status().message());
+  int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+  if (a.ranks > 0 && a.ranks != world) {
+    const int mp = cfg->parallel.tp * cfg->parallel.pp;
+    if (a.ranks % mp != 0)
+      return fail("--ranks " + std::to_string(a.ranks) + " is not a multiple of parallel.tp x parallel.pp = " +
+                  std::to_string(mp) + ": pass --ranks " + std::to_string(mp) + " x dp, or change parallel.tp/pp");
+    // The same as `parallel.dp=N/(tp*pp)` on the command line (train.batch_tokens re-derived if not set).
+    std::vector<std::string> o = a.overrides;
+    o.push_back("parallel.dp=" + std::to_string(a.ranks / mp));
+    cfg = load_run_config(a.config, o);
+    if (!cfg.ok()) return fail(cfg.status().message());
+    world = a.ranks;
+    if (!a.json) std::printf("--ranks %d: parallel.dp = %d\n", a.ranks, a.ranks / mp);
+  }
+  const RunConfig& c = *cfg;
+  auto plan = plan_memory(c, world);
+  if (!plan.ok()) return fail(plan.status().message());
+  const MemoryPlan& p = *plan;
+  if (a.json) {
+    print_json(c, p);
+    return 0;
+  }
+
+  std::printf("tessera plan: %s (%s, %.2fM parameters) on %d rank(s): %s; micro_batch %lld x seq_len %lld, "
+              "grad_accum %lld; zero %d, recompute %s\n",
+              c.model.name.c_str(), std::string(arch_name(c.model.arch)).c_str(), c.model.num_parameters() / 1e6, world,
+              p.layout.describe().c_str(), (long long)c.train.micro_batch, (long long)c.data.seq_len,
+              (long long)c.train.grad_accum, c.parallel.zero, c.train.recompute.c_str());
+  std::printf("predicted peak memory per rank in MiB, as the allocator counts it (each category at the moment of "
+              "the peak; chunks: layers x activation slots; fit mb: the largest train.micro_batch that fits the "
+              "budget, train.batch_tokens kept):\n");
+  std::printf("%-18s %-6s %-16s %10s %10s %10s %11s %13s %9s %10s %10s %8s\n", "ranks", "stage", "chunks",
+              "parameters", "gradients", "optimizer", "activations", "communication", "workspace", "total",
+              "params(M)", "fit mb");
+  std::vector<bool> done(p.ranks.size(), false);
+  for (size_t i = 0; i < p.ranks.size(); ++i) {
+    if (done[i]) continue;
+    const RankMemoryPlan& r = p.ranks[i];
+    std::vector<int> same;
+    for (size_t j = i; j < p.ranks.size(); ++j)
+      if (!done[j] && p.ranks[j].same_kind(r)) {
+        same.push_back(p.ranks[j].rank);
+        done[j] = true;
+      }
+    auto mib = [&](MemCategory cat) { return format_mib(r.at_peak_bytes(cat)); };
+    std::string stage = std::to_string(r.coord.pp) + (p.layout.grid.tp > 1 ? "/tp" + std::to_string(r.coord.tp) : "");
+    std::printf("%-18s %-6s %-16s %10s %10s %10s %11s %13s %9s %10s %10.2f %8lld\n", rank_list(same).c_str(),
+                stage.c_str(), chunks_of(r).c_str(), mib(MemCategory::parameters).c_str(),
+                mib(MemCategory::gradients).c_str(), mib(MemCategory::optimizer_state).c_str(),
+                mib(MemCategory::activations).c_str(), mib(MemCategory::communication).c_str(),
+                mib(MemCategory::other).c_str(), format_mib(r.peak).c_str(), r.parameters / 1e6,
+                (long long)r.largest_micro_batch_that_fits);
+  }
+  const RankMemoryPlan& w = p.worst();
+  if (c.parallel.zero >= 2)
+    std::printf("ZeRO-%d: gradient%s pages resident at their sampled peak (reductions in flight, %s)\n", c.parallel.zero,
+                c.parallel.zero >= 3 ? " and parameter" : "",
+                c.parallel.zero >= 3 ? "gathered layers current + prefetch" : "one layer behind");
+  if (p.budget_bytes <= 0) {
+    std::printf("budget: none (train.memory_budget_mb = 0); peak %s MiB on rank %d; every valid micro_batch up to "
+                "%lld fits\n",
+                format_mib(w.peak).c_str(), w.rank, (long long)p.largest_micro_batch_that_fits());
+    return 0;
+  }
+  const long long largest = (long long)p.largest_micro_batch_that_fits();
+  if (p.fits()) {
+    std::printf("budget %s MiB: fits (peak %s MiB on rank %d); largest micro_batch that fits: %lld\n",
+                format_mib(p.budget_bytes).c_str(), format_mib(w.peak).c_str(), w.rank, largest);
+    return 0;
+  }
+  std::printf("budget %s MiB: OVER on rank %d (peak %s MiB); largest micro_batch that fits: %s\n",
+              format_mib(p.budget_bytes).c_str(), w.rank, format_mib(w.peak).c_str(),
+              largest > 0 ? std::to_string(largest).c_str() : "none");
+  const std::vector<MemoryOption> options = memory_options_that_fit(c, world, p.budget_bytes);
+  if (options.empty()) {
+    std::printf("no single change of parallel.zero, train.recompute, parallel.sequence_parallel, parallel.tp/pp or "
+                "train.micro_batch fits; use more ranks (--ranks) or raise train.memory_budget_mb\n");
+  } else {
+    std::printf("single changes that fit:\n");
+    for (const MemoryOption& o : options) std::printf("  %-40s peak %s MiB\n", o.change.c_str(), format_mib(o.peak).c_str());
+  }
+  return 0;
+}
+}  // namespace
+
+Runner add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* c = app.add_subcommand(
+      "plan", "Predict every rank's peak memory for a run config, without building the model or reading data");
+  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->check(CLI::ExistingFile);
+  c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. parallel.zero=2");
+  c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp; else dp = N / (tp x pp))")
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--json", a->json, "Print the plan as JSON (bytes per rank and category)");
+  return [a] { return run_plan(*a); };
+}
+
+}  // namespace tessera::cli
