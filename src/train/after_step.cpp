@@ -121,10 +121,14 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     s.loader_wait_fraction = c.loader_wait_s / c.timed_s;
     s.exposed_comm_fraction = c.exposed_s / c.timed_s;
   }
+  const double dp_mb_per_step = c.steps_this_run > 0 ? (run.grid->dp().traffic_bytes() - c.dp_traffic_at_start) /
+                                                           1048576.0 / static_cast<double>(c.steps_this_run)
+                                                     : 0;
   if (run.lead && !run.opts.quiet && c.timed_steps > 0)
-    std::printf("done: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%\n",
+    std::printf("done: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%, "
+                "data-parallel traffic %.2f MiB/step per rank (ring model)\n",
                 (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
-                100 * s.exposed_comm_fraction);
+                100 * s.exposed_comm_fraction, dp_mb_per_step);
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));
     TS_RETURN_IF_ERROR(run.world.barrier());
