@@ -17,15 +17,16 @@ double now_s() {
 }  // namespace
 
 DataParallel::DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes)
-    : dp_(dp), store_(store), opt_(store.layout(), optim) {
+    : dp_(dp), store_(store), opt_(store.layout(), optim), tail_(TiedEmbeddingTail::create(dp, store)) {
   const ParamLayout& layout = store.layout();
+  const int64_t start = tail_ ? tail_->end() : 0;  // the tail reduces wte itself
   const int64_t per_bucket = std::max<int64_t>(16, bucket_bytes / static_cast<int64_t>(sizeof(float)));
   // Walk tensors from the end of the buffer (ready first) to the start.
   const auto& params = layout.params();
   int64_t end = layout.total_numel();
   int64_t cursor = end;
   int lowest = INT32_MAX;
-  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+  for (auto it = params.rbegin(); it != params.rend() && it->offset >= start; ++it) {
     int64_t t_begin = it->offset;
     while (cursor > t_begin) {
       const int64_t take = std::min(cursor - t_begin, per_bucket - (end - cursor));
@@ -55,6 +56,7 @@ void DataParallel::launch(Bucket& b) {
 
 void DataParallel::on_layer_ready(int layer) {
   if (!sync_ || dp_.size() == 1) return;
+  if (tail_ && layer == tail_->head_layer()) tail_->on_head_ready();
   // MPI progresses non-blocking collectives only inside MPI calls: poke the ones in flight.
   for (Bucket& b : buckets_)
     if (b.launched && b.t_done == 0 && b.work.test()) b.t_done = now_s();
@@ -78,6 +80,7 @@ Status DataParallel::finish() {
     if (!s.ok() && first_error.ok()) first_error = s;
     b.launched = false;
   }
+  if (tail_ && first_error.ok()) first_error = tail_->finish();
   exposed_wait_s_ += now_s() - t0;
   return first_error;
 }

@@ -3,6 +3,9 @@
 // communication overlaps the rest of the backward pass. The first GradientSync strategy: every
 // rank owns every gradient and runs AdamW over the whole model.
 //
+// A tied embedding (wte read by the head too) is left out of the buckets: TiedEmbeddingTail
+// reduces the head's part as soon as the head is done and the embedding's rows sparsely at the end.
+//
 // Buckets are contiguous ranges of the flat gradient buffer. Gradients become final layer by layer
 // from the end of the buffer towards its start (head, layer L-1, ..., layer 0, embeddings), so the
 // buckets are cut from the end backwards and each launches once the lowest layer it touches is ready.
@@ -18,6 +21,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -25,6 +29,7 @@
 #include "optim/adamw.h"
 #include "parallel/gradient_sync.h"
 #include "parallel/replica_sync.h"
+#include "parallel/tied_embedding_tail.h"
 
 namespace tessera {
 
@@ -73,6 +78,7 @@ class DataParallel final : public ReplicaSync {
   Communicator& dp_;
   ParamStore& store_;
   AdamW opt_;
+  std::unique_ptr<TiedEmbeddingTail> tail_;  // tied head on this stage: dwte reduced in two parts
   std::vector<Bucket> buckets_;  // in launch order (end of the buffer first)
   bool sync_ = true;
   double exposed_wait_s_ = 0;

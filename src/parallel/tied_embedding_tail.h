@@ -1,0 +1,56 @@
+// The tied embedding's gradient without the exposed tail. With tied embeddings, dwte collects the
+// head's gradient at the start of the backward pass and the embedding's at its very end, so under
+// plain data parallelism its all-reduce (V x C, often the largest tensor) can only start when the
+// backward is over and is left exposed. Split it:
+//   head ready (sync micro-batch): dwte so far (the head's part, plus earlier micro-batches') moves
+//     to a side buffer H, dwte is zeroed, and H's all-reduce starts -- hidden behind the rest of
+//     the backward pass;
+//   end of backward: dwte now holds only the last micro-batch's embedding gradient, non-zero only in
+//     the rows of tokens it saw. The ranks OR their non-zero-row masks (an all-reduce of V ints),
+//     pack the union's rows to the front of dwte and all-reduce just those; then
+//     dwte = H + the unpacked rows.
+// Exact up to float rounding (avg(H) + avg(E) instead of avg(H + E)): rows outside the union are
+// zero on every rank. Costs one V x C buffer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/memory.h"
+#include "model/param_layout.h"
+
+namespace tessera {
+
+class TiedEmbeddingTail {
+ public:
+  // nullptr unless the store holds a tied head on the embedding's stage (wte at layer -1, the final
+  // norm, no lm_head.w) and dp has more than one rank.
+  static std::unique_ptr<TiedEmbeddingTail> create(Communicator& dp, ParamStore& store);
+
+  int head_layer() const { return head_layer_; }
+  // First flat element after wte: the gradient buckets cover the rest of the buffer.
+  int64_t end() const { return end_; }
+  // The head's backward is done (on the micro-batch that communicates).
+  void on_head_ready();
+  // After the backward: reduce the embedding rows and combine. Falls back to one all-reduce of
+  // dwte when on_head_ready did not run this step.
+  Status finish();
+  // Rows of dwte the last finish() reduced sparsely (for reports).
+  int64_t last_rows() const { return last_rows_; }
+
+ private:
+  TiedEmbeddingTail(Communicator& dp, ParamStore& store, const ParamInfo& wte, int head_layer);
+  Communicator& dp_;
+  ParamStore& store_;
+  int64_t offset_, rows_, cols_, end_;
+  int head_layer_;
+  Buffer head_;                  // H: (rows, cols)
+  std::vector<int32_t> mask_;    // rows touched on any rank
+  std::vector<int64_t> union_;   // their indices
+  Work head_work_;
+  bool head_started_ = false;
+  int64_t last_rows_ = 0;
+};
+
+}  // namespace tessera
