@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/log.h"
 #include "core/memory.h"
 #include "train/progress.h"
 #include "train/training_run.h"
@@ -93,6 +94,9 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     c.loader_wait_s += run.loader->wait_seconds() - start.loader_wait;
     c.exposed_s += run.sync->exposed_wait_s() - start.exposed_wait;
   }
+  if (r.skipped && run.lead)
+    log_warn("step " + std::to_string(run.state.step) + ": fp16 gradient overflow, update skipped; loss scale now " +
+             std::to_string(run.scaler->scale()));
   TS_RETURN_IF_ERROR(log_step(run, r, lr, dt));
 
   const bool last = run.state.step == cfg.train.steps ||

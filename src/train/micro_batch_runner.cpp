@@ -21,7 +21,7 @@ Result<double> AccumulationRunner::run(Timeline& timeline) {
       loss_sum += model_.forward(inputs_.data(), targets_.data());
     }
     TimelineSpan span(timeline, "backward", "compute");
-    model_.backward(1.f / static_cast<float>(micro_batches_));
+    model_.backward(loss_scale_ / static_cast<float>(micro_batches_));
   }
   return loss_sum / static_cast<double>(micro_batches_);
 }

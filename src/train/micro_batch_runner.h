@@ -27,6 +27,11 @@ class MicroBatchRunner {
   // Mean loss over up to max_batches batches of `loader` (<= 0: all), forward passes only: the
   // validation loss. Collective over the ranks of one model replica.
   virtual Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) = 0;
+  // Factor on the loss gradient of every backward (fp16 loss scaling); 1 by default.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+
+ protected:
+  float loss_scale_ = 1.f;
 };
 
 // `micro_batches` forward/backward passes in a row, each backward scaled by 1/micro_batches; only

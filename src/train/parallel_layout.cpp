@@ -144,6 +144,10 @@ Status check_zero(const RunConfig& cfg) {
     return invalid_argument("parallel.zero with tied embeddings split over pipeline stages (parallel.pp = " + str(p.pp) +
                             ") is not supported: the first and last stage shard wte differently; set "
                             "model.tied_embeddings = false, parallel.pp = 1, or parallel.zero = 0");
+  if (p.zero >= 2 && cfg.train.precision == "fp16")
+    return invalid_argument("train.precision = \"fp16\" with parallel.zero = " + str(p.zero) +
+                            " is not supported: the loss scaler checks the flat gradients, which ZeRO 2/3 shard; use "
+                            "parallel.zero = 1, or train.precision = \"bf16\" (no loss scaling needed)");
   if (p.zero >= 2 && p.sequence_parallel)
     return invalid_argument("parallel.zero = " + str(p.zero) +
                             " with parallel.sequence_parallel is not supported: sequence-parallel gradients are summed "

@@ -93,7 +93,7 @@ void PipelineRunner::release(int micro, int chunk) {
 
 Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline, double& loss_sum) {
   const int64_t BT = B_ * T_, act = BT * C_;
-  const float micro_scale = 1.f / static_cast<float>(shape_.micro_batches);
+  const float micro_scale = loss_scale_ / static_cast<float>(shape_.micro_batches);
   Slot& slot = slot_for(a.micro_batch, a.chunk);
   Transformer& model = *slot.model;
   switch (a.op) {

@@ -13,12 +13,21 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
     TS_RETURN_IF_ERROR(s.sync.finish());
   }
   StepResult r;
-  {
-    TimelineSpan span(s.timeline, "optimizer", "compute");
-    TS_ASSIGN_OR_RETURN(r.grad_norm, s.sync.clip_grad_norm(grad_clip));
-    s.sync.optimizer_step(lr);
+  if (s.scaler) {  // fp16: unscale, or skip the update when any rank's gradient overflowed
+    std::vector<GradSpan> grads{{s.store.grads(), s.store.numel()}};
+    for (ParamStore* chunk : s.more_chunks) grads.push_back({chunk->grads(), chunk->numel()});
+    TS_ASSIGN_OR_RETURN(bool take_step, s.scaler->unscale_or_skip(grads, s.world));
+    s.runner.set_loss_scale(s.scaler->scale());
+    r.skipped = !take_step;
   }
-  TS_RETURN_IF_ERROR(s.sync.gather_parameters());
+  if (!r.skipped) {
+    {
+      TimelineSpan span(s.timeline, "optimizer", "compute");
+      TS_ASSIGN_OR_RETURN(r.grad_norm, s.sync.clip_grad_norm(grad_clip));
+      s.sync.optimizer_step(lr);
+    }
+    TS_RETURN_IF_ERROR(s.sync.gather_parameters());
+  }
   TS_RETURN_IF_ERROR(s.hooks.at(StepPoint::after_update, step, s.store));
   r.loss = static_cast<float>(local_loss);
   TS_RETURN_IF_ERROR(s.sync.average_over_replicas(&r.loss, 1));

@@ -9,6 +9,7 @@
 #include "model/param_layout.h"
 #include "parallel/gradient_sync.h"
 #include "train/micro_batch_runner.h"
+#include "train/loss_scaler.h"
 #include "train/step_hooks.h"
 #include "train/timeline.h"
 
@@ -22,11 +23,15 @@ struct StepParts {
   StepHooks& hooks;
   Timeline& timeline;
   std::vector<ParamStore*> more_chunks = {};  // chunks 1..V-1 of an interleaved pipeline stage
+  // fp16: dynamic loss scaling (nullptr otherwise); `world` makes every rank agree on an overflow.
+  LossScaler* scaler = nullptr;
+  Communicator* world = nullptr;
 };
 
 struct StepResult {
   float loss = 0;       // mean over the step's micro-batches and the data-parallel replicas
   float grad_norm = 0;  // global gradient norm before clipping
+  bool skipped = false; // fp16: a gradient overflowed, the update was skipped (loss scale halved)
 };
 
 // step: the 1-based number of the step being taken (for the hooks); grad_clip: max norm (0 = off).

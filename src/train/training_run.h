@@ -69,6 +69,7 @@ struct TrainingRun {
   std::unique_ptr<GradientSync> sync;
   std::unique_ptr<MicroBatchRunner> runner;
   std::unique_ptr<StepHooks> hooks;
+  std::unique_ptr<LossScaler> scaler;  // train.precision = fp16
   Timeline timeline;
   std::optional<MetricsWriter> metrics;
   TrainingState state;

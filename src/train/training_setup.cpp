@@ -94,7 +94,9 @@ Status build_data_parallel_model(TrainingRun& run) {
   run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc)));
   TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
   TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
+  TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
   run.model = std::make_unique<Transformer>(mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
+  run.model->set_precision(precision);
   run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
                                             static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
   GradientSync* sync = run.sync.get();
@@ -142,8 +144,10 @@ Status build_model_parallel(TrainingRun& run) {
   ModelParallelSync* s = sync.get();
   TensorParallelHooks* hooks = run.tp_hooks.get();
   TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
-  auto configure = [s, hooks, zero, recompute](int chunk, Transformer& model) {
+  TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
+  auto configure = [s, hooks, zero, recompute, precision](int chunk, Transformer& model) {
     model.set_recompute(recompute);
+    model.set_precision(precision);
     if (hooks) model.set_tensor_parallel_hooks(hooks);
     ReplicaSync* part = &s->chunk_sync(chunk);
     model.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
@@ -162,6 +166,10 @@ Status build_model(TrainingRun& run) {
   const GridShape& g = run.layout.grid;
   const bool plain = g.tp == 1 && g.pp == 1 && run.cfg.parallel.zero == 0;
   TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
+  if (run.cfg.train.precision == "fp16") {  // dynamic loss scaling keeps fp16 gradients in range
+    run.scaler = std::make_unique<LossScaler>();
+    run.runner->set_loss_scale(run.scaler->scale());
+  }
   if (run.timeline.enabled())  // the label is built per bucket and step: only when tracing
     run.sync->set_trace([&tl = run.timeline](size_t b, double t0, double t1) {
       tl.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1);
@@ -199,6 +207,8 @@ TrainingRun::~TrainingRun() {
 
 StepParts TrainingRun::step_parts() {
   StepParts parts{store(), *runner, *sync, *hooks, timeline};
+  parts.scaler = scaler.get();
+  parts.world = &world;
   for (size_t c = 1; c < stores.size(); ++c) parts.more_chunks.push_back(stores[c].get());
   return parts;
 }
