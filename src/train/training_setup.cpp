@@ -14,6 +14,7 @@
 #include "parallel/model_parallel_sync.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
+#include "train/memory_plan.h"
 #include "train/pipeline_runner.h"
 #include "train/planted_fault.h"
 #include "train/training_run.h"
@@ -220,6 +221,8 @@ double TrainingRun::tokens_per_step() const {
 Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Communicator& world,
                                                      const TrainerOptions& opts) {
   TS_ASSIGN_OR_RETURN(ParallelLayout layout, plan_parallel_layout(cfg, world.size()));
+  // The memory planner's verdict before anything is allocated (identical on every rank).
+  TS_RETURN_IF_ERROR(check_memory_budget(cfg, world.size()));
   auto run = std::make_unique<TrainingRun>(cfg, world, opts);
   run->layout = std::move(layout);
   TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(world, run->layout.grid));

@@ -60,4 +60,10 @@ pred, meas = plan["ranks"][0]["peak"], mem[0]["total"]["peak"]
 print(f"predicted {pred} bytes, measured {meas} bytes")
 assert pred == meas
 PY
+
+# tessera train refuses a run over its budget before allocating anything or creating its run directory.
+out=$(tiny_train over_budget ds train.memory_budget_mb=1.4 2>&1) && fail "training over budget started: $out"
+expect_in "train refuses over budget" "$out" "train.memory_budget_mb = 1.4" "is predicted to peak at" \
+  "these single changes fit"
+[ ! -e over_budget ] || fail "a refused run left its directory behind"
 echo PASS
