@@ -125,14 +125,25 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     s.loader_wait_fraction = c.loader_wait_s / c.timed_s;
     s.exposed_comm_fraction = c.exposed_s / c.timed_s;
   }
-  const double dp_mb_per_step = c.steps_this_run > 0 ? (run.grid->dp().traffic_bytes() - c.dp_traffic_at_start) /
-                                                           1048576.0 / static_cast<double>(c.steps_this_run)
-                                                     : 0;
+  auto mib_per_step = [&](const Communicator& comm, uint64_t at_start) {
+    return c.steps_this_run > 0 ? static_cast<double>(comm.traffic_bytes() - at_start) / 1048576.0 /
+                                      static_cast<double>(c.steps_this_run)
+                                : 0.0;
+  };
+  const GridShape& g = run.grid->shape();
+  std::string mp_traffic;  // tensor/pipeline-parallel traffic, when there is any (evaluation included)
+  if (g.tp > 1 || g.pp > 1) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (tp %.2f, pp %.2f MiB/step)", mib_per_step(run.grid->tp(), c.tp_traffic_at_start),
+                  mib_per_step(run.grid->pp(), c.pp_traffic_at_start));
+    mp_traffic = buf;
+  }
   if (run.lead && !run.opts.quiet && c.timed_steps > 0)
     std::printf("done: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%, "
-                "data-parallel traffic %.2f MiB/step per rank (ring model)\n",
+                "data-parallel traffic %.2f MiB/step per rank (ring model)%s\n",
                 (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
-                100 * s.exposed_comm_fraction, dp_mb_per_step);
+                100 * s.exposed_comm_fraction, mib_per_step(run.grid->dp(), c.dp_traffic_at_start),
+                mp_traffic.c_str());
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));
     TS_RETURN_IF_ERROR(run.world.barrier());

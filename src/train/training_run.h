@@ -32,7 +32,8 @@ struct RunClock {
   double run_start = 0;
   double timed_s = 0, loader_wait_s = 0, exposed_s = 0;
   int64_t timed_steps = 0, steps_this_run = 0;
-  uint64_t dp_traffic_at_start = 0;  // the dp communicator's traffic_bytes() when the first step began
+  // traffic_bytes() of the dp, tp and pp communicators when the first step began
+  uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;
 };
 
 struct TrainingRun {

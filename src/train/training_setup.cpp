@@ -256,6 +256,8 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   run->summary.first_step = run->state.step;
   run->clock.run_start = Timeline::now_s();
   run->clock.dp_traffic_at_start = run->grid->dp().traffic_bytes();
+  run->clock.tp_traffic_at_start = run->grid->tp().traffic_bytes();
+  run->clock.pp_traffic_at_start = run->grid->pp().traffic_bytes();
   return run;
 }
 
