@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   int threads = 2, reps = 5, steps = 200;
   int64_t B = 2, T = 256;
   float lr = 1e-3f;
-  bool fp16 = false, skip_train = false;
+  bool fp16 = false, skip_train = false, linears_only = false;
   std::string model = "bench-small", json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     else if (a == "--model") model = next();
     else if (a == "--fp16") fp16 = true;
     else if (a == "--skip-train") skip_train = true;
+    else if (a == "--linears-only") linears_only = true;
     else if (a == "--json") json = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -120,6 +121,57 @@ int main(int argc, char** argv) {
   std::printf("cpu flags: %s\nthreads: %d\nbf16 kernel: %s\n", cpu_flags().c_str(), threads, ops::bf16_gemm_kernel());
   js += "\"bf16_kernel\": \"" + std::string(ops::bf16_gemm_kernel()) + "\",\n\"threads\": " +
         std::to_string(threads) + ",\n\"matmul\": [\n";
+
+  // ---- 0. the model's linear layers as the trainer calls them (forward + backward, B*T rows),
+  // fp32 against bf16, fastest of reps: conversions, transposed operands and accumulation included ----
+  {
+    const ModelConfig cfg = model_preset(model).value();
+    const int64_t N = B * T, C = cfg.d_model, FC = cfg.d_ff, Q = cfg.qkv_width(), V = cfg.vocab_size;
+    struct Lin {
+      const char* name;
+      int64_t in, out;
+      int count;  // per step
+    };
+    const Lin lins[] = {{"qkv", C, Q, int(cfg.n_layer)}, {"proj", C, C, int(cfg.n_layer)}, {"fc", C, FC, int(cfg.n_layer)},
+                        {"mproj", FC, C, int(cfg.n_layer)}, {"head", C, V, 1}};
+    std::printf("\nlinears of %s, N=%ld rows, ms per call (fastest of %d)\n%-8s %10s %10s %10s %10s\n", model.c_str(),
+                long(N), std::max(reps, 3), "layer", "f32 fwd", "bf16 fwd", "f32 bwd", "bf16 bwd");
+    double tot[2] = {0, 0};
+    for (const Lin& l : lins) {
+      auto X = random(size_t(N * l.in), 3), W = random(size_t(l.out * l.in), 4), b = random(size_t(l.out), 5);
+      auto dY = random(size_t(N * l.out), 6);
+      std::vector<float> Y(size_t(N * l.out)), dX(size_t(N * l.in)), dW(size_t(l.out * l.in)), db(size_t(l.out));
+      double t[2][2];
+      for (int pi = 0; pi < 2; ++pi) {
+        const auto p = pi == 0 ? ops::MatmulPrecision::fp32 : ops::MatmulPrecision::bf16;
+        auto fastest = [&](auto&& f) {
+          f();
+          double best = 1e30;
+          for (int r = 0; r < std::max(reps, 3); ++r) {
+            const double t0 = now();
+            f();
+            best = std::min(best, now() - t0);
+          }
+          return best;
+        };
+        t[pi][0] = fastest([&] { ops::matmul_forward_lowp(p, Y.data(), X.data(), W.data(), b.data(), N, l.in, l.out); });
+        t[pi][1] = fastest([&] {
+          ops::matmul_backward_lowp(p, dX.data(), dW.data(), db.data(), dY.data(), X.data(), W.data(), N, l.in, l.out);
+        });
+        tot[pi] += l.count * (t[pi][0] + t[pi][1]);
+      }
+      std::printf("%-8s %10.2f %10.2f %10.2f %10.2f\n", l.name, t[0][0] * 1e3, t[1][0] * 1e3, t[0][1] * 1e3,
+                  t[1][1] * 1e3);
+    }
+    std::printf("per step (all layers): f32 %.1f ms, bf16 %.1f ms (bf16/f32 %.2f)\n", tot[0] * 1e3, tot[1] * 1e3,
+                tot[1] / tot[0]);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "\"linears_ms_per_step\": {\"f32\": %.2f, \"bf16\": %.2f},\n", tot[0] * 1e3,
+                  tot[1] * 1e3);
+    js.insert(js.rfind("\"matmul\""), buf);
+    std::fflush(stdout);
+    if (linears_only) return 0;
+  }
 
   // ---- 1. matmul speed ----
   struct Shape {

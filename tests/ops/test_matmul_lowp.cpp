@@ -217,5 +217,25 @@ TEST(MatmulLowp, ReportsTheBf16Kernel) {
   std::printf("bf16 gemm kernel: %s\n", k.c_str());
 }
 
+// The backward rounds dout once for both products (and all operands in one parallel region): it must
+// give bitwise what the two separate sgemm_lowp calls give, with and without dinp.
+TEST(MatmulLowp, Bf16BackwardIsBitwiseTheTwoGemms) {
+  const int64_t N = 96, C = 48, OC = 80;
+  auto dout = random_floats(N * OC, 21), inp = random_floats(N * C, 22), w = random_floats(OC * C, 23);
+  for (bool with_dinp : {true, false}) {
+    auto dinp = random_floats(N * C, 24), dw = random_floats(OC * C, 25), db = random_floats(OC, 26);
+    auto dinp_ref = dinp, dw_ref = dw;
+    matmul_backward_lowp(MatmulPrecision::bf16, with_dinp ? dinp.data() : nullptr, dw.data(), db.data(), dout.data(),
+                         inp.data(), w.data(), N, C, OC);
+    if (with_dinp)
+      sgemm_lowp(MatmulPrecision::bf16, false, false, N, C, OC, 1.0f, dout.data(), OC, w.data(), C, 1.0f,
+                 dinp_ref.data(), C);
+    sgemm_lowp(MatmulPrecision::bf16, true, false, OC, C, N, 1.0f, dout.data(), OC, inp.data(), C, 1.0f,
+               dw_ref.data(), C);
+    EXPECT_EQ(std::memcmp(dinp.data(), dinp_ref.data(), dinp.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(dw.data(), dw_ref.data(), dw.size() * sizeof(float)), 0);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::test

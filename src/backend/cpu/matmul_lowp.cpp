@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,17 +69,6 @@ void round_n(float* out, const float* in, int64_t n, MatmulPrecision p) {
 void round_matrix(float* out, const float* in, int64_t rows, int64_t cols, int64_t ld, MatmulPrecision p) {
 #pragma omp parallel for schedule(static) if (rows * cols > 32768)
   for (int64_t r = 0; r < rows; ++r) round_n(out + r * cols, in + r * ld, cols, p);
-}
-
-// The same, to bf16 bits (the native kernel's input).
-void to_bf16_matrix(uint16_t* out, const float* in, int64_t rows, int64_t cols, int64_t ld) {
-#pragma omp parallel for schedule(static) if (rows * cols > 32768)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* s = in + r * ld;
-    uint16_t* d = out + r * cols;
-#pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) d[j] = bf16_bits(s[j]);
-  }
 }
 
 // Per-thread scratch, grown only (no allocation after the first call with a given size).
@@ -144,30 +134,69 @@ const NativeInfo& native_info() {
 }
 bool g_allow_native = true;
 
-void bf16_native_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  thread_local std::vector<uint16_t> a16, b16;
+// Compact bf16 copies of up to three row-major matrices (rows x cols, leading dimension ld), all in one
+// parallel region (one fork/join per matmul instead of one per operand).
+struct Bf16Src {
+  uint16_t* out;
+  const float* in;
+  int64_t rows, cols, ld;
+};
+void to_bf16_matrices(std::initializer_list<Bf16Src> list) {
+  Bf16Src m[3];
+  int nm = 0;
+  int64_t total = 0;
+  for (const Bf16Src& x : list) {
+    m[nm++] = x;
+    total += x.rows * x.cols;
+  }
+  const int64_t r0 = m[0].rows, r1 = nm > 1 ? r0 + m[1].rows : r0, r2 = nm > 2 ? r1 + m[2].rows : r1;
+#pragma omp parallel for schedule(static) if (total > 32768)
+  for (int64_t r = 0; r < r2; ++r) {
+    const Bf16Src& x = r < r0 ? m[0] : (r < r1 ? m[1] : m[2]);
+    const int64_t rr = r < r0 ? r : (r < r1 ? r - r0 : r - r1);
+    const float* s = x.in + rr * x.ld;
+    uint16_t* d = x.out + rr * x.cols;
+    const int64_t n = x.cols;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) d[j] = bf16_bits(s[j]);
+  }
+}
+
+// The primitive for one (shape, layout, alpha, beta), created once per thread and reused.
+Bf16Prim& bf16_prim(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int64_t ldc) {
   thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, float, float>,
                         std::unique_ptr<Bf16Prim>>
       cache;
-  thread_local std::unique_ptr<dnnl::stream> strm;
-  if (!strm) strm = std::make_unique<dnnl::stream>(cpu_engine());
-  // Compact bf16 copies in the stored orientation.
-  uint16_t* a = scratch(a16, M * K);
-  uint16_t* b = scratch(b16, K * N);
-  if (ta) to_bf16_matrix(a, A, K, M, lda);
-  else to_bf16_matrix(a, A, M, K, lda);
-  if (tb) to_bf16_matrix(b, B, N, K, ldb);
-  else to_bf16_matrix(b, B, K, N, ldb);
   auto& slot = cache[{M, N, K, ldc, ta, tb, alpha, beta}];
   if (!slot) slot = make_bf16_prim(ta, tb, M, N, K, alpha, beta, ldc);
-  const auto& pd = slot->pd;
-  dnnl::memory am(pd.src_desc(), cpu_engine(), a);
-  dnnl::memory bm(pd.weights_desc(), cpu_engine(), b);
-  dnnl::memory cm(pd.dst_desc(), cpu_engine(), C);
-  slot->prim.execute(*strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  return *slot;
+}
+
+// C = alpha * op(a) op(b) + beta * C on compact bf16 operands a, b (stored orientation).
+void bf16_exec(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* a,
+               const uint16_t* b, float beta, float* C, int64_t ldc) {
+  thread_local std::unique_ptr<dnnl::stream> strm;
+  if (!strm) strm = std::make_unique<dnnl::stream>(cpu_engine());
+  Bf16Prim& p = bf16_prim(ta, tb, M, N, K, alpha, beta, ldc);
+  dnnl::memory am(p.pd.src_desc(), cpu_engine(), const_cast<uint16_t*>(a));
+  dnnl::memory bm(p.pd.weights_desc(), cpu_engine(), const_cast<uint16_t*>(b));
+  dnnl::memory cm(p.pd.dst_desc(), cpu_engine(), C);
+  p.prim.execute(*strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   strm->wait();
 }
+
+thread_local std::vector<uint16_t> t_a16, t_b16, t_c16;
+
+void bf16_native_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  // Compact bf16 copies in the stored orientation.
+  uint16_t* a = scratch(t_a16, M * K);
+  uint16_t* b = scratch(t_b16, K * N);
+  to_bf16_matrices({{a, A, ta ? K : M, ta ? M : K, lda}, {b, B, tb ? N : K, tb ? K : N, ldb}});
+  bf16_exec(ta, tb, M, N, K, alpha, a, b, beta, C, ldc);
+}
+
+bool use_native(MatmulPrecision p) { return p == MatmulPrecision::bf16 && g_allow_native && native_info().native; }
 
 }  // namespace
 
@@ -192,7 +221,7 @@ void sgemm_lowp(MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_
     sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (p == MatmulPrecision::bf16 && g_allow_native && native_info().native) {
+  if (use_native(p)) {
     bf16_native_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
@@ -231,8 +260,19 @@ void matmul_backward_lowp(MatmulPrecision p, float* dinp, float* dweight, float*
     matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     return;
   }
-  if (dinp != nullptr) sgemm_lowp(p, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-  sgemm_lowp(p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (use_native(p) && N > 0 && C > 0 && OC > 0) {
+    // dout is an operand of both products: rounded once, with weight and inp, in one parallel region.
+    uint16_t* d16 = scratch(t_a16, N * OC);
+    uint16_t* i16 = scratch(t_b16, N * C);
+    uint16_t* w16 = dinp != nullptr ? scratch(t_c16, OC * C) : nullptr;
+    if (dinp != nullptr) to_bf16_matrices({{d16, dout, N, OC, OC}, {i16, inp, N, C, C}, {w16, weight, OC, C, C}});
+    else to_bf16_matrices({{d16, dout, N, OC, OC}, {i16, inp, N, C, C}});
+    if (dinp != nullptr) bf16_exec(false, false, N, C, OC, 1.0f, d16, w16, 1.0f, dinp, C);
+    bf16_exec(true, false, OC, C, N, 1.0f, d16, i16, 1.0f, dweight, C);
+  } else {
+    if (dinp != nullptr) sgemm_lowp(p, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    sgemm_lowp(p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  }
   // The bias gradient is the f32 column sum of dout (the same code as the f32 backward).
   if (dbias != nullptr) {
     using detail::kColBlock;
