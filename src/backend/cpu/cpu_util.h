@@ -87,4 +87,21 @@ inline float exp_vec(float x) {
 constexpr int64_t kColBlock = 64;
 inline int64_t col_blocks(int64_t C) { return (C + kColBlock - 1) / kColBlock; }
 
+// dbias(OC) += column sums of dout(N, OC), in f32, column blocks in parallel (one summation order).
+inline void accumulate_bias_grad(float* dbias, const float* dout, int64_t N, int64_t OC) {
+  const int64_t nblocks = col_blocks(OC);
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < nblocks; ++blk) {
+    const int64_t j0 = blk * kColBlock;
+    const int64_t w = std::min(kColBlock, OC - j0);
+    float acc[kColBlock] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const float* d = dout + n * OC + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) acc[j] += d[j];
+    }
+    for (int64_t j = 0; j < w; ++j) dbias[j0 + j] += acc[j];
+  }
+}
+
 }  // namespace tessera::ops::detail

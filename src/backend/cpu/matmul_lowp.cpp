@@ -274,22 +274,7 @@ void matmul_backward_lowp(MatmulPrecision p, float* dinp, float* dweight, float*
     sgemm_lowp(p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   }
   // The bias gradient is the f32 column sum of dout (the same code as the f32 backward).
-  if (dbias != nullptr) {
-    using detail::kColBlock;
-    const int64_t nblocks = detail::col_blocks(OC);
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; ++blk) {
-      const int64_t j0 = blk * kColBlock;
-      const int64_t w = std::min(kColBlock, OC - j0);
-      float acc[kColBlock] = {};
-      for (int64_t n = 0; n < N; ++n) {
-        const float* d = dout + n * OC + j0;
-#pragma omp simd
-        for (int64_t j = 0; j < w; ++j) acc[j] += d[j];
-      }
-      for (int64_t j = 0; j < w; ++j) dbias[j0 + j] += acc[j];
-    }
-  }
+  if (dbias != nullptr) detail::accumulate_bias_grad(dbias, dout, N, OC);
 }
 
 }  // namespace tessera::ops
