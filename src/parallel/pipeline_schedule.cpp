@@ -209,4 +209,14 @@ std::string describe(const std::vector<PipeAction>& actions) { return describe_a
 
 std::string describe_with_comm(const std::vector<PipeAction>& actions) { return describe_actions(actions, true); }
 
+int activation_slots(const std::vector<PipeAction>& actions, int chunk) {
+  int now = 0, peak = 0;
+  for (const PipeAction& a : actions) {
+    if (a.chunk != chunk) continue;
+    if (a.op == PipeOp::forward) peak = std::max(peak, ++now);
+    if (a.op == PipeOp::backward) --now;
+  }
+  return std::max(peak, 1);
+}
+
 }  // namespace tessera

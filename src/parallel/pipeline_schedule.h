@@ -80,6 +80,10 @@ int pipeline_warmup_forwards(PipelineScheduleKind kind, const PipelineShape& sha
 // chunk 1/V of the stage's layers, so stage 0 holds p + (p - 1)/V stages' worth against 1F1B's p.
 int peak_activations(const std::vector<PipeAction>& actions);
 
+// Activation buffers (model instances) a runner needs for model chunk `chunk`: the most of its
+// micro-batches between forward and backward at once, at least 1 (evaluation uses one).
+int activation_slots(const std::vector<PipeAction>& actions, int chunk);
+
 // "F0 B0 ...": computes only, forward "F<micro>", backward "B<micro>"; with chunks (any chunk > 0)
 // every compute carries ".<chunk>", e.g. "F3.1".
 std::string describe(const std::vector<PipeAction>& actions);

@@ -368,17 +368,6 @@ int64_t tied_embedding_tail_bytes(const ParamLayout& layout, int dp) {
   return wte->numel * kF;
 }
 
-// PipelineRunner: most micro-batches of `chunk` between forward and backward at once (>= 1).
-int peak_in_flight(const std::vector<PipeAction>& actions, int chunk) {
-  int now = 0, peak = 0;
-  for (const PipeAction& a : actions) {
-    if (a.chunk != chunk) continue;
-    if (a.op == PipeOp::forward) peak = std::max(peak, ++now);
-    if (a.op == PipeOp::backward) --now;
-  }
-  return std::max(peak, 1);
-}
-
 struct RankResult {
   std::vector<std::pair<int, int>> chunk_layers;
   std::vector<int> slots;
@@ -462,7 +451,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   // train.recompute, then for its sequence-parallel row shard when it sets the hooks.
   const std::vector<PipeAction> actions = make_pipeline_schedule(lay.schedule, lay.pipe, coord.pp);
   for (int c = 0; c < V; ++c) {
-    const int n = peak_in_flight(actions, c);
+    const int n = activation_slots(actions, c);
     r.slots.push_back(n);
     const ParamLayout& layout = *layouts[static_cast<size_t>(c)];
     for (int i = 0; i < n; ++i) {

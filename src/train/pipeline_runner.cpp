@@ -13,17 +13,6 @@ namespace {
 constexpr int kActivationTag = 1;
 constexpr int kGradientTag = 2;
 
-// Most micro-batches of `chunk` between their forward and their backward at once.
-int peak_in_flight(const std::vector<PipeAction>& actions, int chunk) {
-  int now = 0, peak = 0;
-  for (const PipeAction& a : actions) {
-    if (a.chunk != chunk) continue;
-    if (a.op == PipeOp::forward) peak = std::max(peak, ++now);
-    if (a.op == PipeOp::backward) --now;
-  }
-  return std::max(peak, 1);  // evaluation uses slot 0 of every chunk
-}
-
 std::string where(const char* what, int micro, int chunk) {
   return std::string(what) + " of micro-batch " + std::to_string(micro) + " (chunk " + std::to_string(chunk) + ")";
 }
@@ -56,7 +45,7 @@ PipelineRunner::PipelineRunner(const ModelConfig& cfg, std::vector<ParamStore*> 
   actions_ = make_pipeline_schedule(kind, shape_, stage_);
   models_.resize(chunks.size());
   for (size_t c = 0; c < chunks.size(); ++c) {
-    const int n = peak_in_flight(actions_, static_cast<int>(c));
+    const int n = activation_slots(actions_, static_cast<int>(c));
     for (int i = 0; i < n; ++i) {
       auto slot = std::make_unique<Slot>();
       slot->model = std::make_unique<Transformer>(cfg, *chunks[c], B, T);
