@@ -1,0 +1,72 @@
+// The Transformer's private state, shared by transformer.cpp (set-up, allocation) and
+// transformer_passes.cpp (forward, backward): saved activations, the shared recomputation set,
+// backward scratch and the resolved tensor pointers. Internal to model/.
+#pragma once
+#include <vector>
+
+#include "core/memory.h"
+#include "model/transformer.h"
+
+namespace tessera {
+
+// Saved activations of one layer (N = B*T rows). Under tensor parallelism NH, NKV, Q, A, F, FC and
+// V are this rank's local sizes (NH/p, ..., padded V/p); C and N are whole. NS: rows of this rank's
+// sequence shard (N/p under sequence parallelism, else N). With recomputation a layer leaves empty
+// what it does not keep (selective: atty, lse; full: all but residual3), and Acts::shared holds
+// exactly those, once for all layers.
+struct LayerActs {
+  Buffer ln1, ln1_mean, ln1_rstd;  // (NS,C) (NS) (NS)
+  Buffer qkv;                      // (N, Q) Q = (NH+2NKV)*HS, after RoPE
+  Buffer atty;                     // (N, A) A = NH*HS, attention output before projection
+  Buffer lse;                      // (B, NH, T)
+  Buffer residual2;                // (NS, C) x + attention branch
+  Buffer ln2, ln2_mean, ln2_rstd;  // (NS,C) (NS) (NS)
+  Buffer fch;                      // (N, FC) fc output (FC = F for gpt2, 2F [gate|up] for llama)
+  Buffer fch_act;                  // (N, F) after GELU / SwiGLU
+  Buffer residual3;                // (NS, C) layer output
+};
+
+struct Transformer::Acts {
+  size_t bytes = 0;                // of all the buffers below
+  Buffer encoded;                  // (NS, C) embedding output, or the stage input (its rows)
+  std::vector<LayerActs> layers;
+  LayerActs shared;                // recomputation: what the layers do not keep (else empty)
+  Buffer lnf, lnf_mean, lnf_rstd;  // (NS, C) (NS) (NS)
+  Buffer logits;                   // (N, V); holds dlogits after a forward with targets
+  Buffer losses;                   // (N)
+  Buffer ce_max, ce_stats;         // (N) (N, 2) row statistics of the vocabulary-parallel loss (tp > 1)
+  // Backward scratch, shared by all layers.
+  Buffer dresidual;                // (N, C) gradient of the residual stream
+  Buffer dln;                      // (N, C)
+  Buffer datty;                    // (N, A)
+  Buffer dqkv;                     // (N, Q)
+  Buffer dfch;                     // (N, FC)
+  Buffer dfch_act;                 // (N, F)
+  Buffer output_grad;              // (N, C) gradient w.r.t. the stage output (non-last stage)
+  Buffer input_grad;               // (N, C) gradient w.r.t. the stage input (non-first stage)
+  // Sequence parallelism only (else empty):
+  Buffer full;                     // (N, C) a gathered column-parallel input, or a row-parallel
+                                   // output (embedding output) before its reduce-scatter
+  Buffer stage_in, stage_out;      // (N, C) whole stage input (non-first) / output (non-last)
+  bool have_dlogits = false;
+};
+
+// One layer's activations: its own buffers, or the shared ones where it keeps none.
+struct Transformer::LayerView {
+  float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *r2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act, *r3;
+};
+
+// Pointers to one set of tensors (parameters or their gradients); null where absent (no biases).
+struct TensorPtrs {
+  float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr,
+        *proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr,
+        *mproj_w = nullptr, *mproj_b = nullptr;
+};
+
+struct Transformer::Weights {
+  std::vector<TensorPtrs> p, g;  // per owned layer
+  float *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr, *head = nullptr;
+  float *dwte = nullptr, *dwpe = nullptr, *dlnf_w = nullptr, *dlnf_b = nullptr, *dhead = nullptr;
+};
+
+}  // namespace tessera
