@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../token_util.h"
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/param_layout.h"
@@ -17,15 +18,9 @@
 #include "optim/adamw.h"
 
 using namespace tessera;
+using tessera::testing::random_tokens;
 
 namespace {
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.next_u32() % V);
-  return t;
-}
 
 double rel_diff(const float* a, const float* b, int64_t n) {
   double num = 0, den = 0;

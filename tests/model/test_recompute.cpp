@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../token_util.h"
 #include "core/memory.h"
 #include "core/rng.h"
 #include "model/config.h"
@@ -23,15 +24,9 @@
 #include "optim/adamw.h"
 
 using namespace tessera;
+using tessera::testing::random_tokens;
 
 namespace {
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.next_u32() % V);
-  return t;
-}
 
 bool same_bits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;

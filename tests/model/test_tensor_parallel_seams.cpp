@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../token_util.h"
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/param_layout.h"
@@ -14,13 +15,9 @@
 
 using namespace tessera;
 
+using tessera::testing::random_tokens;
+
 namespace {
-std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng.next_u32() % V);
-  return t;
-}
 
 // GQA LLaMA that splits 4 ways (NH 8, NKV 4, d_ff 160), with a vocabulary that needs padding.
 ModelConfig gqa_llama() {

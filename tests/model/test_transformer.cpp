@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../token_util.h"
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/param_layout.h"
@@ -13,13 +14,9 @@
 
 using namespace tessera;
 
+using tessera::testing::random_tokens;
+
 namespace {
-std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng.next_u32() % V);
-  return t;
-}
 
 std::vector<float> train_losses(const ModelConfig& cfg, int steps) {
   const int64_t B = 2, T = 16;

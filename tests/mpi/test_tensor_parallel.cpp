@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../token_util.h"
 #include "comm/grid.h"
 #include "core/rng.h"
 #include "model/config.h"
@@ -24,6 +25,7 @@
 #include "parallel/tensor_parallel.h"
 
 using namespace tessera;
+using tessera::testing::random_tokens;
 using tessera::testing::world;
 
 namespace {
@@ -54,12 +56,6 @@ std::vector<Case> cases() {
   return out;
 }
 
-std::vector<int32_t> random_ids(int64_t n, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.next_u32() % V);
-  return t;
-}
 
 // This shard's pieces of a whole-model buffer (params or grads), in local order.
 std::vector<float> pieces_of(const ParamLayout& layout, const ParamInfo& p, const float* whole_tensor) {
@@ -174,8 +170,8 @@ void run_case(const Case& c, int tp_size, bool sp = false) {
 
   for (int step = 0; step < 3; ++step) {
     // The same batch on every rank; a few ignored targets, and tokens in every vocabulary shard.
-    auto tokens = random_ids(N, cfg.vocab_size, 10 + step);
-    auto targets = random_ids(N, cfg.vocab_size, 20 + step);
+    auto tokens = random_tokens(N, cfg.vocab_size, 10 + step);
+    auto targets = random_tokens(N, cfg.vocab_size, 20 + step);
     targets[3] = -1;
     targets[7] = static_cast<int32_t>(cfg.vocab_size - 1);
     tokens[5] = static_cast<int32_t>(cfg.vocab_size - 1);
@@ -289,7 +285,7 @@ TEST(SequenceParallelStages, WholeStageSeamsGiveTheWholeModelsLossAndGradients) 
       TensorParallel hooks(tpc, /*sequence_parallel=*/true);
       first.set_tensor_parallel_hooks(&hooks);
       last.set_tensor_parallel_hooks(&hooks);
-      auto tokens = random_ids(N, cfg.vocab_size, 71), targets = random_ids(N, cfg.vocab_size, 72);
+      auto tokens = random_tokens(N, cfg.vocab_size, 71), targets = random_tokens(N, cfg.vocab_size, 72);
       for (ParamStore* st : {&whole, &s0, &s1}) st->zero_grads();
       const float loss_full = full.forward(tokens.data(), targets.data());
       full.backward();
@@ -356,8 +352,8 @@ void run_recompute_case(const Case& c, int tp_size, bool sp) {
   for (int step = 0; step < 3; ++step) {
     for (auto& st : stores) st->zero_grads();
     for (int mb = 0; mb < 2; ++mb) {
-      auto tokens = random_ids(N, cfg.vocab_size, 300 + 10 * step + mb);
-      auto targets = random_ids(N, cfg.vocab_size, 400 + 10 * step + mb);
+      auto tokens = random_tokens(N, cfg.vocab_size, 300 + 10 * step + mb);
+      auto targets = random_tokens(N, cfg.vocab_size, 400 + 10 * step + mb);
       targets[3] = -1;
       float loss[3];
       for (int i = 0; i < 3; ++i) {
@@ -443,7 +439,7 @@ TEST(RecomputeUnderSequenceParallelStages, FullRecomputationKeepsTheWholeSeamsAn
         }
       };
       Pipeline none(cfg, shard, tpc, B, T, Recompute::none), full(cfg, shard, tpc, B, T, Recompute::full);
-      auto tokens = random_ids(N, cfg.vocab_size, 81), targets = random_ids(N, cfg.vocab_size, 82);
+      auto tokens = random_tokens(N, cfg.vocab_size, 81), targets = random_tokens(N, cfg.vocab_size, 82);
       float loss[2];
       int i = 0;
       for (Pipeline* p : {&none, &full}) {

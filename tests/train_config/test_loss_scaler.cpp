@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "../token_util.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/rng.h"
@@ -20,6 +21,8 @@
 #include "train/loss_scaler.h"
 
 namespace tessera {
+using tessera::testing::random_tokens;
+
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -63,12 +66,6 @@ TEST(LossScaler, BacksOffGrowsAndUnscales) {
   EXPECT_EQ(tiny.scale(), 1.f);  // min_scale
 }
 
-std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.next_u32() % V);
-  return t;
-}
 
 // The trainer's step with a loss scaler (the hook described in train/loss_scaler.cpp), on one rank.
 struct Fp16Trainer {
