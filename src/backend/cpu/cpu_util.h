@@ -87,6 +87,19 @@ inline float exp_vec(float x) {
 constexpr int64_t kColBlock = 64;
 inline int64_t col_blocks(int64_t C) { return (C + kColBlock - 1) / kColBlock; }
 
+// out(N, OC) = bias broadcast over the rows, when there is a bias: returns the beta with which a
+// gemm must then add to out (1), or 0 when there is none (out is left as it is).
+inline float seed_with_bias(float* out, const float* bias, int64_t N, int64_t OC) {
+  if (bias == nullptr) return 0.0f;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    float* o = out + n * OC;
+#pragma omp simd
+    for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
+  }
+  return 1.0f;
+}
+
 // dbias(OC) += column sums of dout(N, OC), in f32, column blocks in parallel (one summation order).
 inline void accumulate_bias_grad(float* dbias, const float* dout, int64_t N, int64_t OC) {
   const int64_t nblocks = col_blocks(OC);

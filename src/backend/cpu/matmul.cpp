@@ -26,16 +26,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC) {
   // out(N,OC) = inp(N,C) @ weight(OC,C)^T (+ bias): seed out with the bias and let sgemm add with beta=1.
-  float beta = 0.0f;
-  if (bias != nullptr) {
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      float* o = out + n * OC;
-#pragma omp simd
-      for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
-    }
-    beta = 1.0f;
-  }
+  const float beta = detail::seed_with_bias(out, bias, N, OC);
   sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 

@@ -241,16 +241,7 @@ void matmul_forward_lowp(MatmulPrecision p, float* out, const float* inp, const 
     matmul_forward(out, inp, weight, bias, N, C, OC);
     return;
   }
-  float beta = 0.0f;
-  if (bias != nullptr) {
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      float* o = out + n * OC;
-#pragma omp simd
-      for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
-    }
-    beta = 1.0f;
-  }
+  const float beta = detail::seed_with_bias(out, bias, N, OC);
   sgemm_lowp(p, false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
