@@ -38,10 +38,6 @@ void ModelParallelSync::set_sync(bool last_micro_batch) {
   for (Part& p : parts_) p.dp->set_sync(last_micro_batch);
 }
 
-void ModelParallelSync::on_layer_ready(int layer) {
-  if (parts_.size() == 1) parts_[0].dp->on_layer_ready(layer);
-}
-
 Status ModelParallelSync::sum_tied_embedding_grads() {
   if (!g_.embedding) return Status::ok_status();
   for (Part& p : parts_) {

@@ -44,8 +44,8 @@ class ModelParallelSync final : public GradientSync {
   std::string_view name() const override { return "model_parallel"; }
   Status broadcast_parameters() override;
   void set_sync(bool last_micro_batch) override;
-  // Not used: each chunk's model calls chunk_sync(c).on_layer_ready (layers are per chunk).
-  void on_layer_ready(int layer) override;
+  // A no-op: layer numbers are per chunk, so each chunk's models call chunk_sync(c) directly.
+  void on_layer_ready(int) override {}
   Status finish() override;
   Result<float> clip_grad_norm(float max_norm) override;
   void optimizer_step(float lr) override;
