@@ -15,6 +15,8 @@ Runner add_sample(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_plot(CLI::App& app);
 Runner add_plan(CLI::App& app);
+Runner add_checkpoint(CLI::App& app);
+Runner add_launch(CLI::App& app);
 
 // Prints "error: <message>" to stderr and returns 1.
 int fail(const std::string& message);
