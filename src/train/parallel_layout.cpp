@@ -155,6 +155,32 @@ Status check_zero(const RunConfig& cfg) {
   return Status::ok_status();
 }
 
+// The parameter server (parallel.mode = "ps") replaces the all-reduce of whole replicas: workers
+// hold whole models, servers the shards. Returns the number of ranks the grid (the workers) spans.
+Result<int> check_param_server(const RunConfig& cfg, int world_size) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.mode != "ps") return world_size;
+  const int S = cfg.ps.servers;
+  if (p.tp != 1 || p.pp != 1 || p.zero != 0)
+    return invalid_argument("parallel.mode = \"ps\" (parameter server) runs whole model replicas on the workers, but "
+                            "parallel.tp = " + str(p.tp) + ", parallel.pp = " + str(p.pp) + ", parallel.zero = " +
+                            str(p.zero) + ": set parallel.tp = 1, parallel.pp = 1 and parallel.zero = 0 (the servers "
+                            "already shard the parameters and optimizer state), or parallel.mode = \"allreduce\"");
+  if (cfg.train.precision == "fp16")
+    return invalid_argument("parallel.mode = \"ps\" with train.precision = \"fp16\" is not supported (the loss scaler "
+                            "would need every worker's overflow verdict each step): use train.precision = \"bf16\"");
+  if (S < 1 || world_size <= S)
+    return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + str(S) + " needs at least " + str(S + 1) +
+                            " ranks (the last " + str(S) + " serve, the rest are workers) but the job has " +
+                            str(world_size) + ": launch more ranks or lower ps.servers");
+  if (p.dp != world_size - S)
+    return invalid_argument("parallel.mode = \"ps\": " + str(world_size) + " ranks with ps.servers = " + str(S) +
+                            " leave " + str(world_size - S) + " workers but parallel.dp = " + str(p.dp) +
+                            " (dp counts the workers): set parallel.dp = " + str(world_size - S) +
+                            ", or launch with mpirun -np " + str(p.dp + S));
+  return world_size - S;
+}
+
 Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
   const int64_t L = cfg.model.n_layer, S = static_cast<int64_t>(pp) * V;
   if (L < S)
@@ -202,7 +228,8 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   ParallelLayout layout;
   layout.grid = GridShape{p.dp, p.pp, p.tp};
   layout.sequence_parallel = p.sequence_parallel;
-  TS_RETURN_IF_ERROR(check_grid(layout.grid, world_size));
+  TS_ASSIGN_OR_RETURN(const int grid_ranks, check_param_server(cfg, world_size));
+  TS_RETURN_IF_ERROR(check_grid(layout.grid, grid_ranks));
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));
   TS_RETURN_IF_ERROR(check_sequence_parallel(cfg));
   TS_RETURN_IF_ERROR(check_zero(cfg));

@@ -412,6 +412,7 @@ Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector
   TS_RETURN_IF_ERROR(resolve_model(r, cfg));
   TS_RETURN_IF_ERROR(resolve_data(r, cfg));
   TS_RETURN_IF_ERROR(apply_section(r, cfg, "parallel"));
+  TS_RETURN_IF_ERROR(apply_section(r, cfg, "ps"));
   TS_RETURN_IF_ERROR(resolve_train(r, cfg));
   TS_RETURN_IF_ERROR(resolve_optim(r, cfg));
   return cfg;

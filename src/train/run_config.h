@@ -52,12 +52,21 @@ struct OptimConfig : AdamWConfig {
   float grad_clip = 1.0f;  // max global grad norm; 0 = off
 };
 
+// [ps]: the parameter server (parallel.mode = "ps"): the last `servers` ranks hold the parameters
+// and the optimizer, sharded; the others are workers (parallel.dp of them). See parallel/param_server.h.
+struct PsConfig {
+  int servers = 1;
+  std::string consistency = "sync";  // "sync" | "async" | "ssp"
+  int staleness = 2;                 // ssp: steps a worker may run ahead of the slowest
+};
+
 struct ParallelConfig {
   int dp = 1;
   int pp = 1;
   int tp = 1;
   double bucket_mb = 4.0;  // gradient all-reduce bucket size
   int zero = 0;            // ZeRO stage over the dp group (0 = plain data parallelism)
+  std::string mode = "allreduce";  // "allreduce" | "ps" (parameter server, [ps])
   // Pipeline parallelism (train/parallel_layout.h checks these against the world size and the model).
   std::string schedule = "1f1b";      // "gpipe" | "1f1b" | "interleaved" (checked by parse_pipeline_schedule)
   int virtual_stages = 1;             // model chunks per pipeline rank (interleaved: >= 2)
@@ -72,6 +81,7 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
+  PsConfig ps;
   ParallelConfig parallel;
 
   // Fully resolved config as TOML (every key explicit); parsing it gives back an equal RunConfig.

@@ -3,12 +3,14 @@
 #include "train/trainer.h"
 
 #include "train/lr_schedule.h"
+#include "train/ps_training.h"
 #include "train/training_run.h"
 
 namespace tessera {
 
 Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, const TrainerOptions& opts) {
   TS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> run, set_up_training(cfg, world, opts));
+  if (is_param_server_rank(cfg, world.rank())) return serve_parameters(*run);  // servers take no steps
   StepParts parts = run->step_parts();
   while (run->state.step < cfg.train.steps) {
     const StepStart start = start_step_clock(*run);

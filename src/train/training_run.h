@@ -53,6 +53,7 @@ struct TrainingRun {
   const RunConfig& cfg;
   Communicator& world;
   const TrainerOptions opts;
+  std::unique_ptr<Communicator> ps_role;  // parallel.mode = "ps": this rank's role group, which the grid spans
   const bool lead;                 // world rank 0: prints, writes metrics
   const nlohmann::json run_json;   // the resolved config, as checkpoints store it
   std::unique_ptr<Grid> grid;      // declared first: destroyed last (or leaked, see above)

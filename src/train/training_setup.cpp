@@ -17,6 +17,7 @@
 #include "train/memory_plan.h"
 #include "train/pipeline_runner.h"
 #include "train/planted_fault.h"
+#include "train/ps_training.h"
 #include "train/training_run.h"
 
 namespace tessera {
@@ -98,8 +99,12 @@ Status build_data_parallel_model(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
   run.model = std::make_unique<Transformer>(mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
   run.model->set_precision(precision);
-  run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
-                                            static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
+  if (is_param_server_run(cfg)) {
+    TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run));
+  } else {
+    run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
+                                              static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
+  }
   GradientSync* sync = run.sync.get();
   run.model->set_grad_ready_callback([sync](int layer) { sync->on_layer_ready(layer); });
   DataLoader* loader = run.loader.get();
@@ -166,6 +171,8 @@ Status build_model_parallel(TrainingRun& run) {
 Status build_model(TrainingRun& run) {
   const GridShape& g = run.layout.grid;
   const bool plain = g.tp == 1 && g.pp == 1 && run.cfg.parallel.zero == 0;
+  if (is_param_server_rank(run.cfg, run.world.rank()))
+    return build_param_server(run);  // a server rank: no model to run, no runner
   TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
   if (run.cfg.train.precision == "fp16") {  // dynamic loss scaling keeps fp16 gradients in range
     run.scaler = std::make_unique<LossScaler>();
@@ -201,6 +208,10 @@ TrainingRun::TrainingRun(const RunConfig& c, Communicator& w, const TrainerOptio
 
 TrainingRun::~TrainingRun() {
   if (!finished_ok) {
+    if (ps_role) {  // a parameter-server run: its links (in sync) and role group are freed collectively too
+      (void)sync.release();
+      (void)ps_role.release();
+    }
     (void)grid.release();
     (void)embedding_group.release();
   }
@@ -225,7 +236,8 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(check_memory_budget(cfg, world.size()));
   auto run = std::make_unique<TrainingRun>(cfg, world, opts);
   run->layout = std::move(layout);
-  TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(world, run->layout.grid));
+  TS_ASSIGN_OR_RETURN(Communicator * grid_comm, grid_world(*run));  // the world, or a PS role group
+  TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(*grid_comm, run->layout.grid));
   run->grid = std::make_unique<Grid>(std::move(grid));
   // Ranks launched with different configs (or binaries) must not meet in a collective.
   TS_RETURN_IF_ERROR(check_agreement(world, "run config", agreement_hash(run->run_json.dump())));

@@ -74,6 +74,12 @@ virtual_stages = 3
 zero = 2
 stage_layers = [1, 2]
 sequence_parallel = true
+mode = "ps"
+
+[ps]
+servers = 3
+consistency = "ssp"
+staleness = 5
 )";
 
 RunConfig parse_ok(const std::string& text, const std::vector<std::string>& overrides = {}) {
@@ -147,6 +153,7 @@ std::string legacy_resume_changes(const nlohmann::json& before, const nlohmann::
   check("train", "precision");  // added with the key: reduced precision changes the numerics
   const nlohmann::json optim = now.value("optim", nlohmann::json::object());
   for (const auto& [key, value] : optim.items()) check("optim", key);
+  for (const char* key : {"consistency", "staleness"}) check("ps", key);  // added with the parameter server
   check("parallel", "dp");
   return changed;
 }

@@ -1,0 +1,108 @@
+// ParamServer: one server rank of a parameter-server run. It holds one contiguous shard of the
+// flat parameter buffer (PsRoles::shard) with the AdamW moments of that shard, and serve() answers
+// the workers' pushes (param_server_protocol.h) until every live worker has completed the last step:
+//   sync   waits for every worker's push of step t, averages them (in worker order, so reruns are
+//          bitwise equal), clips by the global norm (the servers sum their shards' squares) and
+//          applies one AdamW step, then answers every worker: all-reduce data parallelism.
+//   async  applies each push as it arrives (lr of the pushing worker's step) and answers at once.
+//   ssp    as async, but withholds the answer to a worker that has completed step t until the
+//          slowest live worker has completed t - staleness.
+// In every mode the answer to the last step waits for every live worker's last push, so all
+// workers end on the same parameters (the final evaluation and checkpoint see every update).
+//
+// A server never blocks on one worker: one receive is posted per worker and all are polled. In the
+// async modes a worker that sends nothing for dead_after_s (while not waiting for this server) is
+// dropped and the others go on; in sync mode a missing worker is an error naming its world rank.
+// Every answered push is logged as one JSON line (worker, step, versions, slowest step), so a test
+// can check the staleness bound.
+//
+// It is also the server rank's GradientSync, so that set-up, resume (owned_state) and the initial
+// parameters (broadcast_parameters) run the trainer's code; the per-step methods are never called.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/param_layout.h"
+#include "optim/adamw.h"
+#include "parallel/gradient_sync.h"
+#include "parallel/param_server_protocol.h"
+
+namespace tessera {
+
+struct ParamServerOptions {
+  PsConsistency consistency = PsConsistency::sync;
+  int staleness = 0;
+  float grad_clip = 0;      // sync: max global norm of the averaged gradient (0 = off)
+  int64_t first_step = 0;   // steps every worker had completed when the run (or resume) began
+  int64_t final_step = 0;   // the workers stop after this step
+  double dead_after_s = 0;  // async modes: drop a worker silent this long; <= 0: never
+  std::function<float(int64_t step)> lr;            // learning rate of (1-based) worker step `step`
+  std::function<bool(int64_t step)> checkpoint_at;  // whether the workers save after completing `step`
+  std::function<Status(int64_t step)> checkpoint;   // joins that (world-collective) save
+  std::string log_path;     // the push log (JSON lines; appended to); "" = none
+};
+
+class ParamServer final : public GradientSync {
+ public:
+  // index: this server's index (0..S-1); servers: the group of server ranks (norm exchange);
+  // links: every worker's link (make_ps_links). store: the whole model's layout (only the shard is
+  // kept up to date); AdamW covers the shard.
+  ParamServer(const PsRoles& roles, int index, Communicator& servers,
+              std::vector<std::unique_ptr<Communicator>> links, ParamStore& store, const AdamWConfig& optim);
+  ~ParamServer() override;
+
+  std::string_view name() const override { return "param_server"; }
+  // Sends every worker this shard's initial (or resumed) parameters.
+  Status broadcast_parameters() override;
+  void set_sync(bool) override {}
+  void on_layer_ready(int) override {}
+  Status finish() override { return not_a_worker(); }
+  Result<float> clip_grad_norm(float) override { return not_a_worker(); }
+  void optimizer_step(float) override {}
+  Status gather_parameters() override { return Status::ok_status(); }
+  Status average_over_replicas(float*, int64_t) override { return Status::ok_status(); }
+  Status verify_replicas(std::string_view) override { return Status::ok_status(); }
+  std::vector<OwnedState> owned_state() override { return {{0, &opt_, range_}}; }
+  double exposed_wait_s() const override { return 0; }
+  void set_trace(TraceFn) override {}
+
+  // Answers pushes until every live worker has completed options.final_step.
+  Status serve(const ParamServerOptions& options);
+  const FlatRange& range() const { return range_; }
+  int live_workers() const;
+
+ private:
+  struct Slot;
+  static Status not_a_worker();
+  std::string worker_name(int w) const;
+  void post(int w);
+  Result<bool> poll(int w);
+  void apply(const float* grads, float lr);
+  Status apply_sync_step();
+  Status answer(int w);
+  bool may_answer(int w) const;
+  int64_t slowest() const;
+  void drop(int w, const std::string& why);
+  Status wait_sends();
+
+  PsRoles roles_;
+  int index_;
+  Communicator& servers_;
+  std::vector<std::unique_ptr<Communicator>> links_;
+  ParamStore& store_;
+  FlatRange range_;
+  AdamW opt_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<float> sum_;  // sync: the averaged gradient of the shard
+  double last_norm_ = 0;
+  ParamServerOptions o_;
+  std::FILE* log_ = nullptr;
+  double t_start_ = 0;
+};
+
+}  // namespace tessera

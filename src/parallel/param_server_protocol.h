@@ -1,0 +1,69 @@
+// The parameter server's roles, shards and wire messages, shared by the server (param_server.h) and
+// the worker (param_server_worker.h). World = W worker ranks [0, W) then S server ranks [W, W + S):
+// world rank 0 stays a worker, so it keeps printing, writing metrics and the checkpoint manifest.
+// Server s holds elements [numel * s / S, numel * (s + 1) / S) of the flat parameter buffer.
+//
+// Each worker w talks to the servers over its own communicator ("link" w: the worker is rank 0,
+// server s is rank 1 + s). A worker that dies breaks only its own link: a server can drop it and
+// keep serving the others (a timed-out op leaves its communicator unusable, see communicator.h).
+//
+// One step of worker w, per server s (the messages of one push go out before any reply is awaited):
+//   worker -> server  PushHeader (tag kPushHeaderTag), then its gradient range (f32, kPushDataTag)
+//   server -> worker  ReplyHeader (kReplyHeaderTag), then the server's parameter range (kReplyDataTag)
+// The reply's parameters are what the worker computes its next step on. At start-up every server
+// sends each worker a ReplyHeader + range without a push (the initial or resumed parameters).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "parallel/gradient_sync.h"
+
+namespace tessera {
+
+// sync: every worker's push of step t is averaged and applied once (= all-reduce data parallelism);
+// async: each push is applied as it arrives and answered at once; ssp (stale-synchronous parallel):
+// as async, but a worker that has completed step t gets its answer only once the slowest live
+// worker has completed step t - staleness.
+enum class PsConsistency : uint8_t { sync, async, ssp };
+std::string_view ps_consistency_name(PsConsistency c);
+Result<PsConsistency> parse_ps_consistency(std::string_view name);
+
+struct PsRoles {
+  int workers = 1, servers = 1;
+  bool is_server(int world_rank) const { return world_rank >= workers; }
+  int server_index(int world_rank) const { return world_rank - workers; }
+  int server_world_rank(int s) const { return workers + s; }
+  // The flat range server s owns of a numel-element buffer.
+  FlatRange shard(int s, int64_t numel) const {
+    return {numel * s / servers, numel * (s + 1) / servers};
+  }
+};
+
+inline constexpr int kPushHeaderTag = 711, kPushDataTag = 712, kReplyHeaderTag = 721, kReplyDataTag = 722;
+
+// Sent as kPushHeaderWords int64s.
+struct PushHeader {
+  int64_t read_version = 0;  // server version of the parameters this gradient was computed on
+  int64_t clipped = 0;       // 1: the worker clipped its gradient itself (async modes)
+  int64_t payload_bytes = 0; // bytes of the data message that follows (f32: 4 x range; compressed: less)
+  int64_t reserved = 0;
+};
+struct ReplyHeader {
+  int64_t version = 0;     // updates this server has applied (its AdamW step count)
+  int64_t step = 0;        // the worker's step this answers (the resumed step for the first message)
+  double grad_norm = 0;    // sync: global norm of the averaged gradient before clipping; async: 0
+  int64_t reserved = 0;
+};
+static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 4 * sizeof(int64_t));
+inline constexpr int64_t kHeaderWords = 4;
+
+// Collective over `world`: one link communicator per worker ({worker w, servers 0..S-1}). A worker
+// gets a vector with only its own link non-null; a server gets all W.
+Result<std::vector<std::unique_ptr<Communicator>>> make_ps_links(Communicator& world, const PsRoles& roles);
+
+}  // namespace tessera

@@ -1,0 +1,75 @@
+// ParamServerWorker: the GradientSync of a worker rank in a parameter-server run. It owns nothing:
+// finish() pushes each server its range of this rank's gradient, clip_grad_norm() waits for the
+// answers, which land straight in the parameter buffer (the servers' updated ranges). In the
+// asynchronous modes the worker clips its own gradient by its own norm before pushing (no server
+// sees the whole of it); in sync mode the servers clip by the norm of the averaged gradient.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/param_layout.h"
+#include "optim/adamw.h"
+#include "parallel/gradient_sync.h"
+#include "parallel/param_server_protocol.h"
+
+namespace tessera {
+
+class ParamServerWorker final : public GradientSync {
+ public:
+  // link: this worker's link (it is rank 0, server s rank 1 + s); workers: every worker rank (the
+  // loss average and the replica check in sync mode). grad_clip: max norm for the async modes' local
+  // clipping (0 = off).
+  ParamServerWorker(const PsRoles& roles, PsConsistency consistency, std::unique_ptr<Communicator> link,
+                    Communicator& workers,
+                    ParamStore& store, const AdamWConfig& optim, float grad_clip);
+
+  std::string_view name() const override { return "param_server_worker"; }
+  // Receives the initial (or resumed) parameters from every server.
+  Status broadcast_parameters() override;
+  void set_sync(bool) override {}
+  void on_layer_ready(int) override {}
+  // Pushes the gradient ranges (clipped here first in the async modes) and posts the receives of the answers.
+  Status finish() override;
+  // Waits for every server's answer; returns the norm before clipping (sync: the servers' global
+  // norm of the averaged gradient; async: this worker's own).
+  Result<float> clip_grad_norm(float max_norm) override;
+  void optimizer_step(float) override {}  // the servers update
+  Status gather_parameters() override { return Status::ok_status(); }  // the answers were the update
+  // sync: mean over the workers; async modes: this worker's own value (no collective: workers drift apart).
+  Status average_over_replicas(float* values, int64_t n) override;
+  // sync: every worker must hold the parameters the servers sent; async modes: they differ by design.
+  Status verify_replicas(std::string_view what) override;
+  // An empty range of an optimizer that only carries the servers' step count (checkpoint state).
+  std::vector<OwnedState> owned_state() override { return {{0, &step_count_, FlatRange{0, 0}}}; }
+  double exposed_wait_s() const override { return exposed_wait_s_; }
+  void set_trace(TraceFn fn) override { trace_ = std::move(fn); }
+
+  // Payload bytes this worker has pushed and pulled (headers excluded).
+  uint64_t pushed_bytes() const { return pushed_bytes_; }
+  uint64_t pulled_bytes() const { return pulled_bytes_; }
+
+ private:
+  Status wait_replies(const char* what);
+  std::string server_name(int s) const;
+  PsRoles roles_;
+  PsConsistency consistency_;
+  std::unique_ptr<Communicator> link_owner_;
+  Communicator& link_;
+  Communicator& workers_;
+  ParamStore& store_;
+  AdamW step_count_;
+  float grad_clip_;
+  std::vector<FlatRange> ranges_;
+  std::vector<PushHeader> push_;
+  std::vector<ReplyHeader> reply_;
+  std::vector<Work> sends_, recvs_;
+  int64_t version_ = 0;  // the lowest server version this worker's parameters come from
+  float local_norm_ = 0;
+  double exposed_wait_s_ = 0, t_push_ = 0;
+  uint64_t pushed_bytes_ = 0, pulled_bytes_ = 0;
+  TraceFn trace_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,90 @@
+// Parameter-server runs in the trainer: roles, each role's gradient strategy, the server loop.
+#include "train/ps_training.h"
+
+#include <algorithm>
+
+#include "model/hf_weights.h"
+#include "parallel/param_server.h"
+#include "parallel/param_server_worker.h"
+#include "train/lr_schedule.h"
+#include "train/training_run.h"
+
+namespace tessera {
+
+namespace {
+
+PsRoles roles_of(const RunConfig& cfg) { return PsRoles{cfg.parallel.dp, cfg.ps.servers}; }
+
+}  // namespace
+
+Result<Communicator*> grid_world(TrainingRun& run) {
+  if (!is_param_server_run(run.cfg)) return &run.world;
+  const PsRoles roles = roles_of(run.cfg);
+  const int rank = run.world.rank();
+  const bool server = roles.is_server(rank);
+  TS_ASSIGN_OR_RETURN(run.ps_role, run.world.split(server ? 1 : 0, rank, server ? "ps_servers" : "ps_workers"));
+  if (server) run.layout.grid.dp = roles.servers;
+  return run.ps_role.get();
+}
+
+Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  TS_ASSIGN_OR_RETURN(PsConsistency consistency, parse_ps_consistency(cfg.ps.consistency));
+  TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles_of(cfg)));
+  return std::unique_ptr<GradientSync>(std::make_unique<ParamServerWorker>(
+      roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), run.grid->dp(),
+      run.store(), cfg.optim, cfg.optim.grad_clip));
+}
+
+Status build_param_server(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg.model)));
+  ParamStore& store = run.store();
+  // The same initial values as every worker computes (and then receives from the servers).
+  init_parameters(store, cfg.model, cfg.train.seed);
+  if (!cfg.init_weights.empty())
+    TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, cfg.model, store.layout(), store.params()));
+  const PsRoles roles = roles_of(cfg);
+  TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles));
+  auto server = std::make_unique<ParamServer>(roles, roles.server_index(run.world.rank()), run.grid->dp(),
+                                              std::move(links), store, cfg.optim);
+  run.sync = std::move(server);
+  return Status::ok_status();
+}
+
+Result<TrainSummary> serve_parameters(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  ParamServer& server = dynamic_cast<ParamServer&>(*run.sync);  // build_param_server made it
+  ParamServerOptions o;
+  TS_ASSIGN_OR_RETURN(o.consistency, parse_ps_consistency(cfg.ps.consistency));
+  o.staleness = cfg.ps.staleness;
+  o.grad_clip = cfg.optim.grad_clip;
+  o.first_step = run.state.step;
+  // The workers stop where after_step does: the last step, or --stop-after steps into this invocation.
+  o.final_step = cfg.train.steps;
+  if (run.opts.stop_after_steps > 0) o.final_step = std::min(o.final_step, o.first_step + run.opts.stop_after_steps);
+  // A silent worker is dropped well before its own waits (train.timeout_s) would fail it.
+  o.dead_after_s = cfg.train.timeout_s / 2;
+  o.lr = [&cfg](int64_t step) { return lr_at(step - 1, cfg.optim, cfg.train.steps); };
+  const int64_t interval = cfg.train.checkpoint_interval, final_step = o.final_step;
+  o.checkpoint_at = [interval, final_step](int64_t step) {
+    return (interval > 0 && step % interval == 0) || step == final_step;
+  };
+  // The workers' after_step saves with the same collectives over the world; world rank 0 (a worker)
+  // writes the manifest and the state (step, data position), each server its shard.
+  o.checkpoint = [&run, &server](int64_t step) {
+    TrainingState state = run.state;
+    state.step = step;
+    AdamW* opt = server.owned_state().front().optimizer;
+    state.adam_steps = opt->steps_taken();
+    const std::vector<CheckpointChunk> chunks{{&run.store(), opt, server.range()}};
+    return save_training_checkpoint(run.world, run.cfg.train.out_dir, run.cfg.model, chunks, state,
+                                    static_cast<int>(run.cfg.train.keep_checkpoints), run.run_json);
+  };
+  o.log_path = cfg.train.out_dir + "/ps_server" + std::to_string(run.grid->coord().dp) + ".jsonl";
+  TS_RETURN_IF_ERROR(server.serve(o));
+  run.state.step = o.final_step;
+  return finish_training(run);
+}
+
+}  // namespace tessera

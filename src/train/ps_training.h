@@ -1,0 +1,41 @@
+// Parameter-server runs (parallel.mode = "ps") in the trainer: the split of the world into workers
+// and servers, each role's gradient strategy, and the server ranks' loop. Workers are ordinary
+// data-parallel training runs over the workers' group whose GradientSync pushes and pulls
+// (ParamServerWorker); servers build the same TrainingRun (so set-up, resume and checkpoints run
+// the trainer's code) and serve instead of stepping. See parallel/param_server.h.
+#pragma once
+#include <memory>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "parallel/gradient_sync.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace tessera {
+
+struct TrainingRun;
+
+inline bool is_param_server_run(const RunConfig& cfg) { return cfg.parallel.mode == "ps"; }
+// Servers are the last ps.servers ranks, after the parallel.dp workers (param_server_protocol.h).
+inline bool is_param_server_rank(const RunConfig& cfg, int world_rank) {
+  return is_param_server_run(cfg) && world_rank >= cfg.parallel.dp;
+}
+
+// The communicator the run's Grid spans: the world, or in a PS run this rank's role group (the
+// workers, or the servers; collective over the world, kept in run.ps_role). A server's grid is
+// dp = ps.servers (its dp group is the servers' group).
+Result<Communicator*> grid_world(TrainingRun& run);
+
+// A worker's gradient strategy (collective over the world with build_param_server: the links).
+Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run);
+
+// A server rank's model state: the whole model's parameters (initialised as every rank does) and
+// the ParamServer over its shard (run.sync).
+Status build_param_server(TrainingRun& run);
+
+// A server rank's whole run: answers the workers until they complete the last step, joining their
+// checkpoints; then the usual end of run.
+Result<TrainSummary> serve_parameters(TrainingRun& run);
+
+}  // namespace tessera
