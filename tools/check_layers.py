@@ -21,7 +21,7 @@ from pathlib import Path
 # The allowed direct includes of each layer (a layer may always include itself).
 # Source of truth: shared/DESIGN.md, "The shape of the system" / "Direction of includes":
 #   core <- backend <- comm; core, backend <- model, optim, data; model, comm <- parallel;
-#   core, comm <- checkpoint; everything <- train <- cli.
+#   core, comm <- checkpoint; everything <- train <- cli; core <- launch <- cli.
 # Deliberate deviations from that line, decided by the lead:
 #   - optim may include model: AdamW works over a ParamLayout's flat range (model/param_layout.h).
 #   - parallel may include optim (and core, backend) as well as model and comm.
@@ -35,7 +35,8 @@ ALLOWED = {
     "parallel": ["core", "backend", "comm", "model", "optim"],
     "checkpoint": ["core", "comm"],
     "train": ["core", "backend", "comm", "model", "optim", "data", "parallel", "checkpoint"],
-    "cli": ["core", "backend", "comm", "model", "optim", "data", "parallel", "checkpoint", "train"],
+    "launch": ["core"],
+    "cli": ["core", "backend", "comm", "model", "optim", "data", "parallel", "checkpoint", "train", "launch"],
 }
 # CMake target of each layer: tessera_<layer>, except cli.
 TARGET = {layer: f"tessera_{layer}" for layer in ALLOWED}

@@ -1,0 +1,508 @@
+// The launcher's restart loop and the watch over one attempt of the job.
+#include "launch/launcher.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "launch/command_line.h"
+#include "launch/failure_messages.h"
+#include "launch/heartbeat_watch.h"
+#include "launch/job_process.h"
+#include "launch/restart_log.h"
+#include "launch/slots.h"
+
+namespace tessera::launch {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+constexpr double kLauncherReportWait = 5.0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+double mono_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void say(const std::string& msg) {
+  std::fprintf(stderr, "tessera launch: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+// Errors read like every other command's: "error: <message>".
+void say_error(const std::string& msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+std::string fmt_s(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", s);
+  return buf;
+}
+
+std::string local_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// SIGINT/SIGTERM/SIGHUP to the launcher end the job cleanly (it runs in its own process group, so
+// a Ctrl-C in the terminal reaches only the launcher); the previous handlers come back afterwards.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa = {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~StopSignals() {
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3];
+};
+
+// The rank count for the next start: the slots file (capped by max_ranks), else the command's own
+// count (capped), else max_ranks; 0 leaves the command as it is. Waits up to wait_for_slots for
+// min_ranks slots.
+Result<int> choose_ranks(const LaunchOptions& o, std::optional<int> command_ranks) {
+  if (o.slots_file.empty()) {
+    int n = command_ranks.value_or(o.max_ranks);
+    if (o.max_ranks > 0) n = std::min(n, o.max_ranks);
+    if (n > 0 && n < o.min_ranks)
+      return invalid_argument("the command runs " + std::to_string(n) + " ranks, fewer than --min-ranks " +
+                              std::to_string(o.min_ranks));
+    return n;
+  }
+  const double give_up = mono_now() + o.wait_for_slots;
+  bool told = false;
+  while (true) {
+    Result<int> slots = read_slots_file(o.slots_file);
+    if (slots.ok()) {
+      const int n = o.max_ranks > 0 ? std::min(*slots, o.max_ranks) : *slots;
+      if (n >= o.min_ranks) return n;
+      if (mono_now() >= give_up)
+        return invalid_argument("only " + std::to_string(*slots) + " slot(s) in " + o.slots_file +
+                                ", fewer than --min-ranks " + std::to_string(o.min_ranks) +
+                                ": add slots to the file, lower --min-ranks, or wait longer with --wait-for-slots");
+      if (!told) say("waiting up to " + fmt_s(o.wait_for_slots) + " s for " + std::to_string(o.min_ranks) +
+                     " slots (" + o.slots_file + " has " + std::to_string(*slots) + ")");
+    } else if (mono_now() >= give_up) {
+      return slots.status();
+    }
+    told = true;
+    if (g_stop_signal) return invalid_argument("interrupted while waiting for slots");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+// Removes the heartbeat files (and their temporaries) of earlier attempts; nothing else.
+Status clear_heartbeats(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return io_error("cannot create the heartbeat directory " + dir + ": " + ec.message());
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank_", 0) == 0 && name.find(".json") != std::string::npos)
+      std::filesystem::remove(e.path(), ec);
+  }
+  return Status();
+}
+
+struct AttemptOutcome {
+  bool success = false;
+  bool interrupted = false;
+  std::optional<Failure> failure;
+  std::optional<int> wait_status;
+  std::optional<double> detected_wall;
+  std::optional<double> first_step_wall;
+  int64_t last_step = -1;
+};
+
+// Watches one running attempt until it ends or fails.
+class AttemptWatch {
+ public:
+  AttemptWatch(const LaunchOptions& o, JobProcess& job, int attempt, int ranks, const std::string& hb_dir,
+               RestartLog& log)
+      : o_(o), job_(job), ranks_(ranks), start_(mono_now()), watch_(hb_dir, attempt, start_), log_(log),
+        host_(local_host()) {}
+
+  AttemptOutcome run() {
+    AttemptOutcome out;
+    std::optional<Failure> failure;
+    const double startup = o_.startup_timeout > 0 ? o_.startup_timeout : o_.heartbeat_timeout;
+    const int poll_ms = std::max(1, static_cast<int>(o_.poll_interval * 1000));
+    while (job_.running()) {
+      job_.pump(poll_ms, line_fn());
+      refresh();
+      if (g_stop_signal) {
+        say("received " + signal_description(g_stop_signal.load()) + ": ending the job");
+        out.interrupted = true;
+        break;
+      }
+      if (!job_.running()) break;
+      failure = failure_while_running(startup);
+      if (failure && failure->cause == "died") {
+        // The rank may have written "done" (or "failed") and exited since the heartbeats were read.
+        refresh();
+        failure = failure_while_running(startup);
+      }
+      if (failure) break;
+    }
+    if (failure) {
+      out.detected_wall = wall_now();
+      if (failure->cause != "no_progress") {
+        // mpirun ends the job itself soon after a rank dies and says which signal killed it; a SIGTERM
+        // from us first would cut that report off. Wait a few seconds for it (longer on a loaded node).
+        const double until = mono_now() + kLauncherReportWait;
+        while (job_.running() && mono_now() < until) job_.pump(50, line_fn());
+      }
+    }
+    if (failure || out.interrupted) job_.terminate(o_.grace, local_pids());
+    job_.drain(1.0, line_fn());
+    refresh();
+    // mpirun's report or a rank's "failed" heartbeat (read just now, perhaps) names the rank that
+    // failed first: either beats a guess from vanished processes.
+    if (failure && failure->cause != "no_progress")
+      if (std::optional<Failure> better = blame(false)) failure = better;
+    out.wait_status = job_.wait_status();
+    if (!failure && !out.interrupted) {
+      failure = failure_after_exit(*out.wait_status);
+      if (failure) {
+        out.detected_wall = wall_now();
+        job_.terminate(0, local_pids());  // ranks that outlived mpirun
+      }
+    }
+    out.success = !failure && !out.interrupted;
+    out.failure = failure;
+    out.first_step_wall = first_step_wall_;
+    out.last_step = last_step_;
+    return out;
+  }
+
+ private:
+  std::function<void(std::string_view)> line_fn() {
+    return [this](std::string_view line) {
+      if (auto n = parser_.feed(line)) notices_.push_back(*n);
+    };
+  }
+
+  int expected_ranks() const {
+    int n = ranks_;
+    for (const auto& [r, p] : watch_.ranks()) n = std::max(n, ranks_ > 0 ? ranks_ : p.beat.world_size);
+    return n;
+  }
+
+  bool is_local(const Heartbeat& b) const { return b.pid > 0 && (b.host.empty() || b.host == host_); }
+
+  // Reads the heartbeats; tracks CPU use of local ranks, the first completed step and the run dir.
+  void refresh() {
+    const double now = mono_now();
+    std::string warn;
+    for (int r : watch_.poll(now, &warn)) {
+      RankProgress& p = watch_.ranks()[r];
+      if (is_local(p.beat)) cpu_at_change_[r] = process_cpu_seconds(p.beat.pid);
+      last_step_ = std::max(last_step_, p.beat.step);
+      // The trainer's first beat after set-up carries the step it resumed from; the first beat with
+      // a higher step marks the attempt's first completed step (for recovery_s).
+      if (p.beat.phase != "setup" && p.beat.phase != "failed") {
+        if (!start_step_.count(r)) start_step_[r] = p.beat.step;
+        else if (!first_step_wall_ && p.beat.step > start_step_[r]) first_step_wall_ = wall_now();
+      }
+      if (log_.run_dir().empty() && !p.beat.out_dir.empty() && (r == 0 || !watch_.ranks().count(0))) {
+        say("run directory (from rank " + std::to_string(r) + "'s heartbeat): " + p.beat.out_dir);
+        if (Status s = log_.set_run_dir(p.beat.out_dir); !s.ok()) say("warning: " + s.message());
+      }
+    }
+    if (!warn.empty()) say("warning: " + warn);
+    for (auto& [r, p] : watch_.ranks()) {
+      p.busy_fraction = -1;
+      const auto c = cpu_at_change_.find(r);
+      if (c == cpu_at_change_.end() || c->second < 0 || !is_local(p.beat) || now - p.last_change < 1.0) continue;
+      const double cpu = process_cpu_seconds(p.beat.pid);
+      if (cpu >= 0) p.busy_fraction = (cpu - c->second) / (now - p.last_change);
+    }
+  }
+
+  Failure from_rank(int rank, const std::string& cause) const {
+    Failure f;
+    f.cause = cause;
+    f.rank = rank;
+    const auto it = watch_.ranks().find(rank);
+    if (it != watch_.ranks().end() && it->second.reported) {
+      const Heartbeat& b = it->second.beat;
+      f.host = b.host;
+      f.step = b.step;
+      f.phase = b.phase;
+      f.pid = b.pid;
+      f.message = b.message;
+    }
+    return f;
+  }
+
+  void add_notice_details(Failure& f) const {
+    for (const RankExitNotice& n : notices_) {
+      if (n.rank != f.rank) continue;
+      if (f.host.empty()) f.host = n.host;
+      if (n.signal) {
+        f.cause = f.cause == "failed" ? f.cause : "died";
+        f.signal = n.signal;
+      }
+      if (n.exit_code && f.cause != "failed") {
+        f.cause = "exited";
+        f.exit_code = n.exit_code;
+      }
+      return;
+    }
+  }
+
+  // Whom to blame, most reliable first: mpirun's/srun's first report of a dead rank, then the rank
+  // that reported "failed" first, then (with include_vanished) a local rank whose process is gone;
+  // several can vanish at once when mpirun ends the others, so that is the weakest evidence.
+  std::optional<Failure> blame(bool include_vanished) const {
+    for (const RankExitNotice& n : notices_) {
+      if (n.exit_code && *n.exit_code == 0) continue;
+      Failure f = from_rank(n.rank, n.signal ? "died" : "exited");
+      if (f.phase == "failed") f.cause = "failed";
+      add_notice_details(f);
+      return f;
+    }
+    const RankProgress* failed = nullptr;
+    for (const auto& [r, p] : watch_.ranks())
+      if (p.beat.phase == "failed" && (!failed || p.beat.time < failed->beat.time)) failed = &p;
+    if (failed) return from_rank(failed->rank, "failed");
+    if (include_vanished)
+      for (const auto& [r, p] : watch_.ranks())
+        if (p.beat.phase != "done" && is_local(p.beat) && !process_alive(p.beat.pid)) return from_rank(r, "died");
+    return std::nullopt;
+  }
+
+  std::optional<Failure> failure_while_running(double startup_timeout) const {
+    if (std::optional<Failure> f = blame(true)) return f;
+    const std::optional<Stall> stall = find_stall(watch_.progress(), expected_ranks(), start_, mono_now(),
+                                                  o_.heartbeat_timeout, startup_timeout);
+    if (!stall) return std::nullopt;
+    Failure f = from_rank(stall->ranks.front(), "no_progress");
+    f.idle_s = stall->seconds;
+    f.stalled_ranks = stall->ranks;
+    return f;
+  }
+
+  // The job exited by itself: success, or whom to blame.
+  std::optional<Failure> failure_after_exit(int status) const {
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok) {
+      for (int r = 0; r < expected_ranks(); ++r) {
+        const auto it = watch_.ranks().find(r);
+        const bool done = it != watch_.ranks().end() && it->second.beat.phase == "done";
+        if (!done && !watch_.ranks().empty()) return from_rank(r, "not_done");
+      }
+      if (watch_.ranks().empty()) say("warning: the job exited 0 without writing any heartbeat");
+      return std::nullopt;
+    }
+    if (std::optional<Failure> f = blame(true)) return f;
+    Failure j;
+    j.cause = "job_exit";
+    j.message = wait_status_text(status);
+    return j;
+  }
+
+  std::vector<int> local_pids() const {
+    std::vector<int> pids;
+    for (const auto& [r, p] : watch_.ranks())
+      if (is_local(p.beat)) pids.push_back(p.beat.pid);
+    return pids;
+  }
+
+  const LaunchOptions& o_;
+  JobProcess& job_;
+  int ranks_;
+  double start_;
+  HeartbeatWatch watch_;
+  RestartLog& log_;
+  std::string host_;
+  FailureMessageParser parser_;
+  std::vector<RankExitNotice> notices_;
+  std::map<int, double> cpu_at_change_;
+  std::map<int, int64_t> start_step_;  // per rank: the step of its first beat after set-up
+  std::optional<double> first_step_wall_;
+  int64_t last_step_ = -1;
+};
+
+Status check_options(const LaunchOptions& o) {
+  if (o.command.empty())
+    return invalid_argument("no job command: write it after '--', e.g. tessera launch -- mpirun -n 4 tessera train "
+                            "--config run.toml");
+  if (o.min_ranks < 1) return invalid_argument("--min-ranks must be at least 1");
+  if (o.max_ranks < 0 || (o.max_ranks > 0 && o.max_ranks < o.min_ranks))
+    return invalid_argument("--max-ranks " + std::to_string(o.max_ranks) + " is below --min-ranks " +
+                            std::to_string(o.min_ranks));
+  if (o.max_restarts < 0) return invalid_argument("--max-restarts must be 0 or more");
+  if (!(o.heartbeat_timeout > 0) || o.startup_timeout < 0 || o.grace < 0 || !(o.poll_interval > 0) ||
+      o.wait_for_slots < 0)
+    return invalid_argument("--heartbeat-timeout must be positive and the other durations non-negative");
+  return Status();
+}
+
+std::string summary_of(const std::vector<AttemptRecord>& records) {
+  std::string s;
+  for (const AttemptRecord& r : records)
+    s += "\n  attempt " + std::to_string(r.attempt) + " (" + std::to_string(r.ranks) + " ranks): " +
+         (r.failure ? describe_failure(*r.failure) : r.outcome);
+  return s;
+}
+
+}  // namespace
+
+int run_launch(const LaunchOptions& o) {
+  if (Status s = check_options(o); !s.ok()) {
+    say_error(s.message());
+    return kLaunchSetupError;
+  }
+  const JobCommand cmd = classify_command(o.command);
+  Result<std::optional<int>> command_ranks = rank_count(cmd);
+  if (!command_ranks.ok()) {
+    say_error(command_ranks.status().message());
+    return kLaunchSetupError;
+  }
+  if (cmd.kind == LauncherKind::other && (!o.slots_file.empty() || o.max_ranks > 0)) {
+    say_error("--slots-file and --max-ranks need an mpirun/mpiexec/srun command whose rank count the launcher can "
+        "set; '" + o.command[0] + "' is none of them");
+    return kLaunchSetupError;
+  }
+  StopSignals stop_signals;
+  RestartLog log;
+  std::string hb_dir = o.heartbeat_dir;
+  bool temp_hb_dir = false;
+  if (hb_dir.empty() && !o.run_dir.empty()) hb_dir = o.run_dir + "/launch/heartbeats";
+  if (hb_dir.empty()) {
+    std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : "/tmp") + "/tessera-launch-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      say_error("cannot create a temporary heartbeat directory " + tmpl + " (set --heartbeat-dir or --run-dir)");
+      return kLaunchSetupError;
+    }
+    hb_dir = tmpl;
+    temp_hb_dir = true;
+  }
+  if (Status s = log.set_run_dir(o.run_dir); !s.ok()) {
+    say_error(s.message());
+    return kLaunchSetupError;
+  }
+  say("heartbeats in " + hb_dir + (o.run_dir.empty() ? " (run directory: from rank 0's heartbeat)" : ""));
+
+  std::vector<AttemptRecord> records;
+  std::optional<double> last_detected;
+  int code = kLaunchFailed;
+  for (int attempt = 0; attempt <= o.max_restarts; ++attempt) {
+    AttemptRecord rec;
+    rec.attempt = attempt;
+    rec.start_time = wall_now();
+    Result<int> ranks = choose_ranks(o, *command_ranks);
+    JobCommand job_cmd = cmd;
+    if (ranks.ok() && *ranks > 0) {
+      Result<JobCommand> rewritten = with_rank_count(cmd, *ranks);
+      if (rewritten.ok()) job_cmd = *rewritten;
+      else ranks = rewritten.status();
+    }
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"TESSERA_HEARTBEAT_DIR", std::filesystem::absolute(hb_dir).string()},
+        {"TESSERA_RESUME", "auto"},
+        {"TESSERA_LAUNCH_ATTEMPT", std::to_string(attempt)},
+        {"TESSERA_LAUNCH_RANKS", std::to_string(ranks.ok() ? *ranks : 0)}};
+    std::vector<std::string> exported;
+    for (const auto& [k, v] : env) exported.push_back(k);
+    if (std::getenv("TESSERA_FAULT")) exported.push_back("TESSERA_FAULT");
+    job_cmd = with_exported_env(job_cmd, exported);
+    rec.ranks = ranks.ok() ? *ranks : 0;
+    rec.command = shell_join(job_cmd.argv);
+    Status started = ranks.ok() ? clear_heartbeats(hb_dir) : ranks.status();
+    std::optional<JobProcess> job;
+    if (started.ok()) {
+      say("attempt " + std::to_string(attempt) + (attempt ? " (restart " + std::to_string(attempt) + " of " +
+                                                                std::to_string(o.max_restarts) + ")" : "") +
+          ": starting " + (rec.ranks ? std::to_string(rec.ranks) + " ranks: " : "") + rec.command);
+      Result<JobProcess> j = JobProcess::start(job_cmd.argv, env);
+      if (j.ok()) job.emplace(std::move(j).value());
+      else started = j.status();
+    }
+    if (!started.ok()) {
+      rec.end_time = wall_now();
+      rec.outcome = "not_started";
+      Failure f;
+      f.cause = "start";
+      f.message = started.message();
+      rec.failure = f;
+      (void)log.append(rec);
+      records.push_back(rec);
+      say_error(describe_failure(f));
+      code = kLaunchSetupError;
+      break;
+    }
+    AttemptWatch watch(o, *job, attempt, rec.ranks, hb_dir, log);
+    const AttemptOutcome out = watch.run();
+    rec.end_time = wall_now();
+    rec.exit_status = out.wait_status ? wait_status_text(*out.wait_status) : "";
+    if (out.wait_status) rec.exit_code = wait_status_code(*out.wait_status);
+    rec.failure = out.failure;
+    rec.detected_time = out.detected_wall;
+    rec.first_step_time = out.first_step_wall;
+    rec.last_step = out.last_step;
+    if (last_detected && out.first_step_wall) {
+      rec.recovered_from_attempt = attempt - 1;
+      rec.recovery_s = *out.first_step_wall - *last_detected;
+      say("attempt " + std::to_string(attempt) + ": first step completed " + fmt_s(*rec.recovery_s) +
+          " s after the failure of attempt " + std::to_string(attempt - 1) + " was detected");
+    }
+    rec.outcome = out.success ? "done" : out.interrupted ? "interrupted" : "failed";
+    rec.will_restart = !out.success && !out.interrupted && attempt < o.max_restarts;
+    (void)log.append(rec);
+    records.push_back(rec);
+    const std::string took = fmt_s(rec.end_time - rec.start_time) + " s";
+    if (out.success) {
+      say("done: the job finished on attempt " + std::to_string(attempt) + " (" + std::to_string(attempt) +
+          " restart(s)) after " + took + ", last step " + std::to_string(out.last_step));
+      code = kLaunchDone;
+      break;
+    }
+    if (out.interrupted) {
+      code = kLaunchInterrupted;
+      break;
+    }
+    last_detected = out.detected_wall;
+    say("attempt " + std::to_string(attempt) + " failed after " + took + " (" + rec.exit_status + "): " +
+        describe_failure(*out.failure) + (rec.will_restart ? "; restarting from the latest checkpoint" : ""));
+  }
+  if (code == kLaunchFailed)
+    say("giving up: the job failed " + std::to_string(records.size()) + " time(s) (--max-restarts " +
+        std::to_string(o.max_restarts) + "):" + summary_of(records));
+  const bool any_started = std::any_of(records.begin(), records.end(),
+                                      [](const AttemptRecord& r) { return r.outcome != "not_started"; });
+  if (log.run_dir().empty() && any_started) {
+    (void)log.flush_to(hb_dir);
+    say("restart log: " + hb_dir + "/restarts.jsonl (no run directory was given or reported)");
+    temp_hb_dir = false;  // it holds the log now
+  } else if (!log.run_dir().empty()) {
+    say("restart log: " + log.path());
+  }
+  if (temp_hb_dir) std::filesystem::remove_all(hb_dir);
+  return code;
+}
+
+}  // namespace tessera::launch
