@@ -162,6 +162,7 @@ Status ParamServer::answer(int w) {
                  "\"reply_version\": %lld, \"slowest\": %lld, \"t\": %.6f}\n",
                  index_, w, (long long)s.step, (long long)s.push.read_version, (long long)s.applied_version,
                  (long long)s.reply.version, (long long)slowest(), now_s() - t_start_);
+    std::fflush(log_);  // the job may end by abort_job (a dead peer): keep every record
   }
   s.pending = false;
   if (s.step < o_.final_step) post(w);
@@ -201,6 +202,7 @@ Status ParamServer::serve(const ParamServerOptions& options) {
   for (int w = 0; w < roles_.workers; ++w) post(w);
   const bool sync = o_.consistency == PsConsistency::sync;
   int64_t checkpointed = o_.first_step;
+  int64_t newest = o_.first_step;  // the highest step any worker has pushed
   int idle = 0;
   for (;;) {
     bool progress = false;
@@ -215,6 +217,10 @@ Status ParamServer::serve(const ParamServerOptions& options) {
       }
       if (!got.value()) continue;
       progress = true;
+      if (s.step > newest) {
+        newest = s.step;
+        if (o_.on_step) TS_RETURN_IF_ERROR(o_.on_step(newest));
+      }
       if (sync) {
         s.arrived = true;
       } else {

@@ -44,6 +44,7 @@ struct ParamServerOptions {
   std::function<float(int64_t step)> lr;            // learning rate of (1-based) worker step `step`
   std::function<bool(int64_t step)> checkpoint_at;  // whether the workers save after completing `step`
   std::function<Status(int64_t step)> checkpoint;   // joins that (world-collective) save
+  std::function<Status(int64_t step)> on_step;      // when the first push of worker step `step` arrives (fault injection)
   std::string log_path;     // the push log (JSON lines; appended to); "" = none
 };
 

@@ -15,9 +15,11 @@ double now_s() {
 }  // namespace
 
 ParamServerWorker::ParamServerWorker(const PsRoles& roles, PsConsistency consistency,
-                                     std::unique_ptr<Communicator> link, Communicator& workers, ParamStore& store,
-                                     const AdamWConfig& optim, float grad_clip)
-    : roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), workers_(workers), store_(store),
+                                     std::unique_ptr<Communicator> link, Communicator& workers,
+                                     std::unique_ptr<Communicator> solo, ParamStore& store, const AdamWConfig& optim,
+                                     float grad_clip)
+    : roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), workers_(workers),
+      solo_(std::move(solo)), store_(store),
       step_count_(store.layout(), optim, 0, 0), grad_clip_(grad_clip),
       push_(static_cast<size_t>(roles.servers)), reply_(static_cast<size_t>(roles.servers)) {
   for (int s = 0; s < roles.servers; ++s) ranges_.push_back(roles.shard(s, store.numel()));
@@ -29,15 +31,16 @@ std::string ParamServerWorker::server_name(int s) const {
 
 Status ParamServerWorker::wait_replies(const char* what) {
   Status first;
-  for (size_t i = 0; i < sends_.size(); ++i) {
-    Status st = sends_[i].wait();
-    if (!st.ok() && first.ok()) first = st;
-  }
+  // Two sends (pushes only) and two receives per server, in server order.
   for (size_t i = 0; i < recvs_.size(); ++i) {
-    Status st = recvs_[i].wait();
-    if (!st.ok() && first.ok())
-      first = Status(st.code(), server_name(static_cast<int>(i / 2)) + " did not answer " + what + ": " + st.message() +
-                                    " (a dead or stuck server; restart the job from its last checkpoint with --resume)");
+    for (Work* w : {i < sends_.size() ? &sends_[i] : nullptr, &recvs_[i]}) {
+      if (!w) continue;
+      Status st = w->wait();
+      if (!st.ok() && first.ok())
+        first = Status(st.code(), server_name(static_cast<int>(i / 2)) + " did not answer " + what + ": " +
+                                      st.message() +
+                                      " (a dead or stuck server; restart the job from its last checkpoint with --resume)");
+    }
   }
   sends_.clear();
   recvs_.clear();

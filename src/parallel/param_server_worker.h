@@ -20,9 +20,9 @@ class ParamServerWorker final : public GradientSync {
  public:
   // link: this worker's link (it is rank 0, server s rank 1 + s); workers: every worker rank (the
   // loss average and the replica check in sync mode). grad_clip: max norm for the async modes' local
-  // clipping (0 = off).
+  // clipping (0 = off). solo: a group of this rank alone (async modes; see solo()), may be null.
   ParamServerWorker(const PsRoles& roles, PsConsistency consistency, std::unique_ptr<Communicator> link,
-                    Communicator& workers,
+                    Communicator& workers, std::unique_ptr<Communicator> solo,
                     ParamStore& store, const AdamWConfig& optim, float grad_clip);
 
   std::string_view name() const override { return "param_server_worker"; }
@@ -46,6 +46,9 @@ class ParamServerWorker final : public GradientSync {
   double exposed_wait_s() const override { return exposed_wait_s_; }
   void set_trace(TraceFn fn) override { trace_ = std::move(fn); }
 
+  // Async modes: a group of this rank alone, for per-step bookkeeping that would otherwise be a
+  // collective over the workers (it would hold them in lockstep); null in sync mode.
+  Communicator* solo() const { return solo_.get(); }
   // Payload bytes this worker has pushed and pulled (headers excluded).
   uint64_t pushed_bytes() const { return pushed_bytes_; }
   uint64_t pulled_bytes() const { return pulled_bytes_; }
@@ -58,6 +61,7 @@ class ParamServerWorker final : public GradientSync {
   std::unique_ptr<Communicator> link_owner_;
   Communicator& link_;
   Communicator& workers_;
+  std::unique_ptr<Communicator> solo_;
   ParamStore& store_;
   AdamW step_count_;
   float grad_clip_;

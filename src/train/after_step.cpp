@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "train/progress.h"
+#include "train/ps_training.h"
 #include "train/training_run.h"
 
 namespace tessera {
@@ -31,7 +32,7 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt) {
   const int64_t step = run.state.step;
   if (step % std::max<int64_t>(1, cfg.train.log_interval) != 0 && step != cfg.train.steps) return Status::ok_status();
   // Every rank's allocator counters, per category live and peak: one small all-gather on the log steps.
-  TS_ASSIGN_OR_RETURN(nlohmann::json mem, gather_memory_stats(run.grid->world()));  // PS: the workers
+  TS_ASSIGN_OR_RETURN(nlohmann::json mem, gather_memory_stats(step_stats_group(run)));
   if (!run.lead) return Status::ok_status();
   const double tok_s = run.tokens_per_step() / dt;
   const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();

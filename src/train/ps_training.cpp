@@ -31,9 +31,19 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run)
   const RunConfig& cfg = run.cfg;
   TS_ASSIGN_OR_RETURN(PsConsistency consistency, parse_ps_consistency(cfg.ps.consistency));
   TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles_of(cfg)));
+  Communicator& workers = run.grid->dp();
+  std::unique_ptr<Communicator> solo;
+  if (consistency != PsConsistency::sync) {
+    TS_ASSIGN_OR_RETURN(solo, workers.split(workers.rank(), 0, "solo"));
+  }
   return std::unique_ptr<GradientSync>(std::make_unique<ParamServerWorker>(
-      roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), run.grid->dp(),
+      roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), workers, std::move(solo),
       run.store(), cfg.optim, cfg.optim.grad_clip));
+}
+
+Communicator& step_stats_group(TrainingRun& run) {
+  const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());
+  return worker && worker->solo() ? *worker->solo() : run.grid->world();
 }
 
 Status build_param_server(TrainingRun& run) {
@@ -81,6 +91,8 @@ Result<TrainSummary> serve_parameters(TrainingRun& run) {
     return save_training_checkpoint(run.world, run.cfg.train.out_dir, run.cfg.model, chunks, state,
                                     static_cast<int>(run.cfg.train.keep_checkpoints), run.run_json);
   };
+  // TESSERA_FAULT / planted faults name a server by world rank and a worker step.
+  o.on_step = [&run](int64_t step) { return run.hooks->at(StepPoint::step_begin, step, run.store()); };
   o.log_path = cfg.train.out_dir + "/ps_server" + std::to_string(run.grid->coord().dp) + ".jsonl";
   TS_RETURN_IF_ERROR(server.serve(o));
   run.state.step = o.final_step;

@@ -30,6 +30,10 @@ Result<Communicator*> grid_world(TrainingRun& run);
 // A worker's gradient strategy (collective over the world with build_param_server: the links).
 Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run);
 
+// The ranks whose memory counters a log step gathers: the grid's world, except on a worker in the
+// async modes, where it is the worker alone (a collective every step would hold the workers in lockstep).
+Communicator& step_stats_group(TrainingRun& run);
+
 // A server rank's model state: the whole model's parameters (initialised as every rank does) and
 // the ParamServer over its shard (run.sync).
 Status build_param_server(TrainingRun& run);
