@@ -27,13 +27,19 @@ bool is_staging_name(const std::string& name) {
   return pos != std::string::npos && parse_step_dir_name(name.substr(0, pos), &step);
 }
 
-bool is_tessera_file_name(const std::string& name) {
-  if (name == kManifestFile || name == kCompleteFile) return true;
-  constexpr std::string_view prefix = "shard_", suffix = ".bin";
+// "<prefix><digits><suffix>", e.g. shard_3.bin
+bool is_numbered_name(const std::string& name, std::string_view prefix, std::string_view suffix) {
   if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix))
     return false;
   std::string_view digits(name.data() + prefix.size(), name.size() - prefix.size() - suffix.size());
   return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// What a save writes: shards, the manifest, COMPLETE, and (asynchronous saves) per-rank records.
+bool is_tessera_file_name(const std::string& name) {
+  if (name == kManifestFile || name == kCompleteFile) return true;
+  return is_numbered_name(name, "shard_", ".bin") || is_numbered_name(name, "record_", ".json") ||
+         is_numbered_name(name, "record_", ".json.tmp");
 }
 
 bool has_tessera_manifest(const fs::path& dir) {
@@ -140,6 +146,35 @@ Status prune_checkpoints(const std::string& run_dir, int keep_last) {
     log_info("deleted old checkpoint '" + dir.string() + "' (keeping the last " + std::to_string(keep_last) + ")");
   }
   return {};
+}
+
+Result<std::vector<std::string>> remove_stale_staging(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return removed;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_directory() && is_staging_name(e.path().filename().string())) stale.push_back(e.path());
+  if (ec) return io_error("cannot list '" + root.string() + "': " + ec.message() + "; check read permission");
+  for (const fs::path& dir : stale) {
+    const std::string why = reason_not_to_delete(dir);
+    if (!why.empty()) {
+      log_warn("not removing unfinished checkpoint save '" + dir.string() + "': " + why);
+      continue;
+    }
+    TS_RETURN_IF_ERROR(delete_checkpoint_dir(dir));
+    removed.push_back(dir.string());
+  }
+  return removed;
+}
+
+Result<std::string> set_aside_checkpoint(const std::string& path) {
+  std::string target = path + ".corrupt";
+  std::error_code ec;
+  for (int k = 2; fs::exists(target, ec); ++k) target = path + ".corrupt-" + std::to_string(k);
+  TS_RETURN_IF_ERROR(rename_no_replace(path, target));
+  return target;
 }
 
 }  // namespace tessera::checkpoint

@@ -27,4 +27,13 @@ Result<CheckpointInfo> find_latest_complete(const std::string& run_dir);
 // interrupted prune leaves an incomplete directory that readers skip, never a broken "complete" one.
 Status prune_checkpoints(const std::string& run_dir, int keep_last);
 
+// Removes the staging directories (step_<%08d>.tmp-*) that a crashed save left in
+// <run_dir>/checkpoints, when they hold nothing but files Tessera writes; returns their paths. Call
+// it only when no save of this run can be running (at the start of a run).
+Result<std::vector<std::string>> remove_stale_staging(const std::string& run_dir);
+
+// Renames a checkpoint that failed to load (corrupt or truncated shard) to <path>.corrupt (or
+// .corrupt-2, ...): readers skip it, nothing is deleted, and the step can be saved again.
+Result<std::string> set_aside_checkpoint(const std::string& path);
+
 }  // namespace tessera::checkpoint

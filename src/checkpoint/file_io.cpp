@@ -1,6 +1,8 @@
 // POSIX implementation of the checkpoint file helpers (open/write/fsync/rename/pread).
 #include "checkpoint/file_io.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +41,12 @@ DurableFile::~DurableFile() {
 }
 
 Status DurableFile::write(const void* data, size_t bytes) {
+  if (space_limit_ >= 0 && bytes_ + static_cast<int64_t>(bytes) > space_limit_) {
+    // As a full disk behaves: what fits is written, then the write fails.
+    const size_t fits = static_cast<size_t>(std::max<int64_t>(0, space_limit_ - bytes_));
+    if (write_fully(fd_, data, fits)) bytes_ += static_cast<int64_t>(fits);
+    return io_error("cannot write '" + path_ + "': No space left on device (injected fault: disk_full)" + kWriteFix);
+  }
   if (!write_fully(fd_, data, bytes)) return io_error(sys_error("cannot write", path_) + kWriteFix);
   bytes_ += static_cast<int64_t>(bytes);
   return {};

@@ -24,12 +24,15 @@ class DurableFile {
   Status sync_and_close();
   int64_t bytes_written() const { return bytes_; }
   const std::string& path() const { return path_; }
+  // Fault injection: writes past `bytes` fail as on a full disk (-1 = no limit).
+  void limit_space(int64_t bytes) { space_limit_ = bytes; }
 
  private:
   DurableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   std::string path_;
   int fd_ = -1;
   int64_t bytes_ = 0;
+  int64_t space_limit_ = -1;
 };
 
 // Writes `text` to a new file at `path` and fsyncs it.

@@ -91,6 +91,12 @@ Status CheckpointWriter::add(std::string key, DType dtype, std::vector<int64_t> 
   return {};
 }
 
+int64_t CheckpointWriter::pending_bytes() const {
+  int64_t n = 0;
+  for (const Pending& p : pending_) n += p.entry.pieces.front().numel * static_cast<int64_t>(dtype_size(p.entry.dtype));
+  return n;
+}
+
 Status CheckpointWriter::write_shard() {
   if (written_) return invalid_argument("checkpoint writer: write_shard called twice");
   TS_RETURN_IF_ERROR(refuse_existing(target_));
@@ -104,6 +110,7 @@ Status CheckpointWriter::write_shard() {
   const std::string path = (fs::path(dir) / record_.file).string();
   TS_RETURN_IF_ERROR(remove_stale(path));
   TS_ASSIGN_OR_RETURN(DurableFile file, DurableFile::create(path));
+  file.limit_space(space_limit_);
 
   auto write_all = [&]() -> Status {
     record_.entries.clear();

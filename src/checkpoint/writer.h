@@ -45,6 +45,10 @@ class CheckpointWriter {
              const void* data);
   // Writes and fsyncs the shard file (refusing early when the final checkpoint already exists).
   Status write_shard();
+  // Fault injection: write_shard fails as on a full disk after `bytes` of the shard (-1 = no limit).
+  void limit_space(int64_t bytes) { space_limit_ = bytes; }
+  // Bytes of data registered so far (the shard is this plus alignment padding).
+  int64_t pending_bytes() const;
   // What this rank wrote, for the manifest; valid after write_shard.
   const ShardRecord& record() const { return record_; }
   const CheckpointTarget& target() const { return target_; }
@@ -59,6 +63,7 @@ class CheckpointWriter {
   std::vector<Pending> pending_;
   ShardRecord record_;
   bool written_ = false;
+  int64_t space_limit_ = -1;
 };
 
 // Rank 0, after every rank's write_shard: merges the records (one per rank, ranks 0..N-1),

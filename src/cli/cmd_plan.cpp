@@ -75,6 +75,8 @@ int run_plan(const PlanArgs& a) {
   auto cfg = load_run_config(a.config, a.overrides);
   if (!cfg.ok()) return fail(cfg.status().message());
   int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+  if (world == 0 && a.ranks <= 0)
+    return fail("parallel.dp = 0 fills the job, so the plan needs the job's size: pass --ranks N");
   if (a.ranks > 0 && a.ranks != world) {
     const int mp = cfg->parallel.tp * cfg->parallel.pp;
     if (a.ranks % mp != 0)

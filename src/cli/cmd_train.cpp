@@ -1,5 +1,6 @@
 // tessera train --config run.toml [section.key=value ...] [--resume]: one process or an mpirun job.
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <thread>
 
@@ -7,6 +8,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/log.h"
+#include "train/heartbeat_file.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -26,21 +28,28 @@ int run_train(const TrainArgs& a) {
   const bool multi = mpi.world_size() > 1;
   if (multi) set_log_rank(mpi.world_rank());
   // On a many-rank job an error on one rank must end the whole job, not leave the others waiting.
+  HeartbeatFile* beat_on_failure = nullptr;
   auto fail_job = [&](const Status& s) -> int {
+    if (beat_on_failure) beat_on_failure->beat("failed", -1, s.message());
     // Peers stuck on the same timed-out op time out within milliseconds of this rank: give them
     // time to print their own diagnosis before mpirun kills them.
     if (multi && s.code() == StatusCode::timeout) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     if (multi) abort_job(s, 1);
     return fail(s.message());
   };
-  auto cfg = load_run_config(a.config, a.overrides);
+  auto cfg = load_run_config_for_world(a.config, a.overrides, mpi.world_size());
   if (!cfg.ok()) return fail_job(cfg.status());
+  // The launcher watches this file: an error must say so before the job ends.
+  HeartbeatFile heartbeat = HeartbeatFile::from_env(mpi.world_rank(), mpi.world_size(), cfg->train.out_dir);
+  beat_on_failure = &heartbeat;
   CommOptions co;
   co.timeout_s = cfg->train.timeout_s;
   auto world = MpiCommunicator::create_world(co);
   if (!world.ok()) return fail_job(world.status());
   TrainerOptions opts;
   opts.resume = a.resume;
+  const char* resume_env = std::getenv("TESSERA_RESUME");
+  opts.resume_auto = resume_env && std::string_view(resume_env) == "auto";
   opts.quiet = a.quiet;
   opts.trace_path = a.trace;
   opts.stop_after_steps = a.stop_after;

@@ -14,6 +14,7 @@ bool reducible(DType dt) {
 Status Communicator::validate(const CommOp& op) const {
   std::string where = std::string(collective_kind_name(op.kind)) + " on communicator '" + name() + "' (rank " +
                       std::to_string(rank()) + "/" + std::to_string(size()) + "): ";
+  if (abandoned_) return invalid_argument(where + "the communicator was abandoned on an error path; end the job");
   if (op.kind == CollectiveKind::barrier) return Status();
   if (op.count < 0) return invalid_argument(where + "negative element count " + std::to_string(op.count));
   int64_t total = op.count;

@@ -63,6 +63,13 @@ class Communicator {
   // model (a model, not a measurement): all-reduce 2(p-1)/p x buffer, reduce-scatter and all-gather
   // (p-1)/p x the whole gathered buffer, broadcast and send the buffer, receives and barriers 0.
   uint64_t traffic_bytes() const { return traffic_bytes_; }
+  // The error path's clean-up step. When this rank is about to end the job (abort_job) while its
+  // peers may sit in a collective that will never finish, releasing a communicator must not wait
+  // for them: after abandon() the communicator accepts no more ops, and its destructor frees only
+  // what is local to this rank (buffers, handles), skipping every call that synchronises with
+  // peers (MPI_Win_free). Those peer-shared objects are reclaimed when the job ends.
+  virtual void abandon() { abandoned_ = true; }
+  bool abandoned() const { return abandoned_; }
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // color < 0: this rank joins none (returns nullptr).
   virtual Result<std::unique_ptr<Communicator>> split(int color, int key, const std::string& name) = 0;
@@ -108,6 +115,7 @@ class Communicator {
   Work start_checked(const CommOp& op);
   void count_traffic(const CommOp& op);
   uint64_t traffic_bytes_ = 0;
+  bool abandoned_ = false;
 };
 
 }  // namespace tessera

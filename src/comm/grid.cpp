@@ -62,4 +62,9 @@ Communicator& Grid::group(GridAxis axis) const {
   return axis == GridAxis::dp ? *dp_ : axis == GridAxis::pp ? *pp_ : *tp_;
 }
 
+void Grid::abandon() {
+  for (auto* c : {dp_.get(), pp_.get(), tp_.get()})
+    if (c) c->abandon();
+}
+
 }  // namespace tessera

@@ -46,6 +46,8 @@ class Grid {
   Communicator& pp() const { return *pp_; }
   Communicator& tp() const { return *tp_; }
   Communicator& group(GridAxis axis) const;
+  // Error path: abandons the dp, pp and tp communicators (Communicator::abandon), not the world.
+  void abandon();
 
  private:
   Grid() = default;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "checkpoint/writer.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "train/progress.h"
@@ -73,6 +74,42 @@ Status evaluate_and_log(TrainingRun& run) {
 StepStart start_step_clock(const TrainingRun& run) {
   return {Timeline::now_s(), run.loader->wait_seconds(), run.sync->exposed_wait_s()};
 }
+// A checkpoint of the state after this step: synchronous, or (train.async_checkpoint) a snapshot
+// written in the background -- except the run's last, which is complete when this returns.
+Status save_checkpoint(TrainingRun& run, bool last) {
+  const RunConfig& cfg = run.cfg;
+  const int64_t step = run.state.step;
+  TimelineSpan span(run.timeline, "checkpoint", "io");
+  run.heartbeat.beat("checkpoint", step);
+  const double t0 = Timeline::now_s();
+  std::vector<CheckpointChunk> chunks;
+  for (const OwnedState& o : run.sync->owned_state())
+    chunks.push_back({run.stores[static_cast<size_t>(o.chunk)].get(), o.optimizer, o.range});
+  const FaultInjection* faults = run.faults;
+  if (cfg.train.async_checkpoint) {
+    AsyncSaveOptions o;
+    o.keep_last = static_cast<int>(cfg.train.keep_checkpoints);
+    o.run_config = run.run_json;
+    o.timeout_s = cfg.train.timeout_s;
+    o.full_disk_at = faults->full_disk_at(step);
+    o.after_complete = [faults, step](const std::string& dir) { return faults->after_checkpoint(step, dir); };
+    TS_RETURN_IF_ERROR(run.async_saver.start(run.world, cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
+    if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
+  } else {
+    TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, chunks, run.state,
+                                                static_cast<int>(cfg.train.keep_checkpoints), run.run_json,
+                                                faults->full_disk_at(step)));
+    TS_RETURN_IF_ERROR(faults->after_checkpoint(step, checkpoint::checkpoint_target(cfg.train.out_dir, step).final_dir()));
+  }
+  const double stall = Timeline::now_s() - t0;
+  run.clock.checkpoint_stall_s += stall;
+  if (run.lead)
+    TS_RETURN_IF_ERROR(run.metrics->write({{"event", "checkpoint"}, {"step", step},
+                                           {"async", cfg.train.async_checkpoint}, {"stall_s", stall}}));
+  return Status::ok_status();
+}
+
+
 
 Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start) {
   const RunConfig& cfg = run.cfg;
@@ -105,14 +142,8 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   if (run.val_loader && (run.state.step % cfg.train.eval_interval == 0 || last))
     TS_RETURN_IF_ERROR(evaluate_and_log(run));
   const bool periodic = cfg.train.checkpoint_interval > 0 && run.state.step % cfg.train.checkpoint_interval == 0;
-  if (periodic || last) {
-    TimelineSpan span(run.timeline, "checkpoint", "io");
-    std::vector<CheckpointChunk> chunks;
-    for (const OwnedState& o : run.sync->owned_state())
-      chunks.push_back({run.stores[static_cast<size_t>(o.chunk)].get(), o.optimizer, o.range});
-    TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, chunks, run.state,
-                                                static_cast<int>(cfg.train.keep_checkpoints), run.run_json));
-  }
+  if (periodic || last) TS_RETURN_IF_ERROR(save_checkpoint(run, last));
+  run.heartbeat.beat("train", run.state.step);
   return last;
 }
 
@@ -150,6 +181,8 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     TS_RETURN_IF_ERROR(run.world.barrier());
     if (run.lead) TS_RETURN_IF_ERROR(Timeline::merge(run.opts.trace_path, run.world.size()));
   }
+  TS_RETURN_IF_ERROR(run.async_saver.wait());  // a save in flight must be complete before the run ends
+  run.heartbeat.beat("done", run.state.step);
   run.finished_ok = true;
   return s;
 }

@@ -361,6 +361,7 @@ Status resolve_train(const Reader& r, RunConfig& cfg) {
   TS_RETURN_IF_ERROR(apply_section(r, cfg, "train"));
   // grad_accum is derived so that the global batch is stated once, in tokens.
   auto& t = cfg.train;
+  if (cfg.parallel.dp == 0) return Status::ok_status();  // derived once the world size is known
   const int64_t per_step = t.micro_batch * cfg.data.seq_len * cfg.parallel.dp;
   if (!r.has("train", "batch_tokens")) t.batch_tokens = per_step;
   if (t.batch_tokens < per_step || t.batch_tokens % per_step != 0) {
@@ -425,6 +426,20 @@ Result<RunConfig> load_run_config(const std::string& path, const std::vector<std
   ss << f.rdbuf();
   if (f.bad()) return io_error("error reading run config '" + path + "'");
   return parse_run_config(ss.str(), overrides, path);
+}
+
+Result<RunConfig> load_run_config_for_world(const std::string& path, const std::vector<std::string>& overrides,
+                                            int world_size) {
+  TS_ASSIGN_OR_RETURN(RunConfig cfg, load_run_config(path, overrides));
+  if (cfg.parallel.dp != 0) return cfg;
+  const int mp = cfg.parallel.tp * cfg.parallel.pp;
+  if (world_size < mp || world_size % mp != 0)
+    return invalid_argument("parallel.dp = 0 fills the job with data-parallel replicas, but " +
+                            std::to_string(world_size) + " ranks are not a multiple of parallel.tp x parallel.pp = " +
+                            std::to_string(mp) + ": launch a multiple of " + std::to_string(mp) + " ranks");
+  std::vector<std::string> with_dp = overrides;
+  with_dp.push_back("parallel.dp=" + std::to_string(world_size / mp));
+  return load_run_config(path, with_dp);
 }
 
 }  // namespace tessera

@@ -40,6 +40,7 @@ struct TrainConfig {
   std::string recompute = "none";   // activation recomputation: none | selective | full
   std::string precision = "fp32";   // matmul arithmetic: fp32 | bf16 | fp16 (model/precision.h)
   double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
+  bool async_checkpoint = false;    // write checkpoints in the background (train/async_checkpoint.h)
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,
@@ -61,7 +62,7 @@ struct PsConfig {
 };
 
 struct ParallelConfig {
-  int dp = 1;
+  int dp = 1;  // 0 = as many as the world allows (world / (tp pp)), resolved by load_run_config_for_world
   int pp = 1;
   int tp = 1;
   double bucket_mb = 4.0;  // gradient all-reduce bucket size
@@ -103,5 +104,11 @@ Result<RunConfig> load_run_config(const std::string& path, const std::vector<std
 // Same from TOML text; source_name prefixes error messages.
 Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector<std::string>& overrides = {},
                                    std::string_view source_name = "<config>");
+
+// As load_run_config, then resolves parallel.dp = 0 ("fill the job") to world_size / (tp x pp),
+// re-deriving train.grad_accum from train.batch_tokens: how an elastic restart on fewer ranks keeps
+// the global batch.
+Result<RunConfig> load_run_config_for_world(const std::string& path, const std::vector<std::string>& overrides,
+                                            int world_size);
 
 }  // namespace tessera

@@ -224,8 +224,8 @@ std::vector<SectionSpec> make_schema() {
        {
            {"steps", field(&RC::train, &TC::steps), kOk, {at_least(1)}, "optimizer steps in all"},
            {"batch_tokens", field(&RC::train, &TC::batch_tokens), kWarn, {}, "global batch; default one micro-step"},
-           {"micro_batch", field(&RC::train, &TC::micro_batch), kWarn, {at_least(1)}, "B per rank"},
-           {"grad_accum", derived(&RC::train, &TC::grad_accum), kWarn, {}, "batch_tokens / (B T dp)"},
+           {"micro_batch", field(&RC::train, &TC::micro_batch), kOk, {at_least(1)}, "B per rank"},
+           {"grad_accum", derived(&RC::train, &TC::grad_accum), kOk, {}, "batch_tokens / (B T dp)"},
            {"seed", field(&RC::train, &TC::seed), kWarn, {at_least(0)}, ""},
            {"threads", field(&RC::train, &TC::threads), kOk,
             {holds([](double x) { return x >= 0 && x <= 4096; }, " must be in [0, 4096] (0 = all cores)")},
@@ -248,6 +248,8 @@ std::vector<SectionSpec> make_schema() {
            {"memory_budget_mb", field(&RC::train, &TC::memory_budget_mb), kOk,
             {holds([](double x) { return x >= 0; }, " must be >= 0 (0 = no limit)")},
             "per-rank memory budget checked before launch; 0 = no limit"},
+           {"async_checkpoint", field(&RC::train, &TC::async_checkpoint), kOk, {},
+            "snapshot the state at the step boundary and write checkpoints in the background"},
        }},
       {"optim",
        {
@@ -271,7 +273,11 @@ std::vector<SectionSpec> make_schema() {
        }},
       {"parallel",
        {
-           {"dp", field(&RC::parallel, &PC::dp), kWarn, count_of_ranks(), "data-parallel ranks"},
+           // How the global batch (train.batch_tokens) is split over ranks and micro-batches is layout,
+           // not math: a change on --resume keeps the trajectory (up to float summation order).
+           {"dp", field(&RC::parallel, &PC::dp), kOk,
+            {at_least(0), holds([](double x) { return x <= 65536; }, " is too large (max 65536)")},
+            "data-parallel ranks; 0 = all the ranks tp x pp leave (world / (tp pp))"},
            {"pp", field(&RC::parallel, &PC::pp), kOk, count_of_ranks(), "pipeline stages"},
            {"tp", field(&RC::parallel, &PC::tp), kOk, count_of_ranks(), "tensor-parallel ranks"},
            {"bucket_mb", field(&RC::parallel, &PC::bucket_mb), kOk,

@@ -1,5 +1,7 @@
 // The run directory at set-up: a new run must not overwrite another run's checkpoints or metrics;
-// --resume restores the latest complete checkpoint (parameters, optimizer, data position).
+// --resume restores the latest complete checkpoint that loads (parameters, optimizer, data
+// position), setting aside a corrupt one; unfinished saves of a crashed run are removed.
+#include <cstdlib>
 #include <filesystem>
 
 #include "checkpoint/catalog.h"
@@ -34,30 +36,77 @@ Status refuse_existing_run(const std::string& out_dir) {
   return Status::ok_status();
 }
 
-Status resume_latest(TrainingRun& run) {
-  const std::string& out_dir = run.cfg.train.out_dir;
-  auto latest = checkpoint::find_latest_complete(out_dir);
-  if (!latest.ok())
-    return not_found("--resume: no complete checkpoint in " + out_dir + "/checkpoints (" +
-                     latest.status().message() + "); start without --resume");
-  for (const OwnedState& o : run.sync->owned_state()) {  // every owned part; the state is the same in each
-    TS_ASSIGN_OR_RETURN(run.state, load_training_checkpoint(latest->path, run.cfg.model,
+// This rank's parts of one checkpoint: every owned part (the state is the same in each).
+Status load_owned_parts(TrainingRun& run, const std::string& path) {
+  for (const OwnedState& o : run.sync->owned_state()) {
+    TS_ASSIGN_OR_RETURN(run.state, load_training_checkpoint(path, run.cfg.model,
                                                             *run.stores[static_cast<size_t>(o.chunk)], o.optimizer));
   }
-  if (run.lead) warn_resume_changes(latest->path, run.run_json);
-  return run.loader->restore(run.state.loader);
+  return Status::ok_status();
+}
+
+// The newest complete checkpoint that every rank loads. Each rank reads only its own pieces, so
+// a corrupt or truncated shard is found by the ranks that read it: all ranks agree on each
+// attempt, and a checkpoint that failed anywhere is set aside (renamed, never deleted) before the
+// next older one is tried.
+Status resume_latest(TrainingRun& run) {
+  const std::string& out_dir = run.cfg.train.out_dir;
+  auto listed = checkpoint::list_complete_checkpoints(out_dir, /*warn=*/run.lead);
+  if (!listed.ok()) return listed.status();
+  if (listed->empty())
+    return not_found("--resume: no complete checkpoint in " + out_dir + "/checkpoints; start without --resume");
+  for (auto it = listed->rbegin(); it != listed->rend(); ++it) {
+    const Status local = load_owned_parts(run, it->path);
+    int32_t bad = local.ok() ? 0 : 1, any_bad = 0;
+    TS_RETURN_IF_ERROR(run.world.all_reduce(&bad, &any_bad, 1, DType::i32, ReduceOp::max));
+    if (!any_bad) {
+      if (run.lead) {
+        warn_resume_changes(it->path, run.run_json);
+        log_info("resuming from " + it->path + " (step " + std::to_string(run.state.step) + ")");
+      }
+      return run.loader->restore(run.state.loader);
+    }
+    if (!local.ok()) log_error("cannot load checkpoint " + it->path + ": " + local.message());
+    TS_RETURN_IF_ERROR(run.world.barrier());  // every rank is done reading before it is renamed
+    if (run.lead) {
+      auto aside = checkpoint::set_aside_checkpoint(it->path);
+      const std::string next = std::next(it) != listed->rend() ? std::next(it)->path : "none left";
+      log_warn("checkpoint " + it->path + " failed to load (see the errors above); " +
+               (aside.ok() ? "moved to " + *aside : "could not move it aside: " + aside.status().message()) +
+               "; falling back to the previous checkpoint: " + next);
+    }
+    TS_RETURN_IF_ERROR(run.world.barrier());
+  }
+  return corrupt_data("--resume: no checkpoint in " + out_dir + "/checkpoints loads (each was set aside as "
+                      "*.corrupt, see the errors above); start a new run");
+}
+
+// A relaunch (TESSERA_RESUME=auto) before the first checkpoint starts over in the same directory.
+bool relaunch_without_checkpoint(const TrainingRun& run) {
+  if (!run.opts.resume_auto) return false;
+  auto listed = checkpoint::list_complete_checkpoints(run.cfg.train.out_dir);
+  const char* attempt = std::getenv("TESSERA_LAUNCH_ATTEMPT");
+  return listed.ok() && listed->empty() && attempt && std::atoi(attempt) > 0;
 }
 
 }  // namespace
 
 Status prepare_run_directory(TrainingRun& run) {
   const std::string& out_dir = run.cfg.train.out_dir;
-  if (run.opts.resume) return resume_latest(run);
+  if (run.lead) {  // no save of this run is running yet: a staging directory is a crashed save's
+    auto removed = checkpoint::remove_stale_staging(out_dir);
+    if (!removed.ok()) return removed.status();
+    for (const std::string& dir : *removed) log_warn("removed unfinished checkpoint save " + dir);
+  }
+  auto existing = checkpoint::list_complete_checkpoints(out_dir);
+  const bool resume = run.opts.resume || (run.opts.resume_auto && existing.ok() && !existing->empty());
+  if (resume) return resume_latest(run);
   if (run.lead) {  // --resume needs an existing run: a refused one must leave no empty directory
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) return io_error("cannot create train.out_dir " + out_dir + ": " + ec.message());
   }
+  if (relaunch_without_checkpoint(run)) return Status::ok_status();
   return refuse_existing_run(out_dir);
 }
 

@@ -87,42 +87,71 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
                                   run_config);
 }
 
+Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<CheckpointChunk>& chunks,
+                             std::vector<float>* snapshot) {
+  struct Source {
+    std::string key;
+    const SavedPiece* piece;
+    const float* data;
+  };
+  std::vector<std::vector<SavedPiece>> pieces;
+  std::vector<Source> sources;
+  for (const CheckpointChunk& c : chunks) {
+    if (c.owned.begin < c.opt->begin() || c.owned.end > c.opt->end())
+      return invalid_argument("checkpoint: owned range [" + std::to_string(c.owned.begin) + ", " +
+                              std::to_string(c.owned.end) + ") is outside the optimizer's range [" +
+                              std::to_string(c.opt->begin()) + ", " + std::to_string(c.opt->end()) + ")");
+    pieces.push_back(checkpoint_pieces(c.store->layout(), c.owned));
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const CheckpointChunk& c = chunks[i];
+    for (const SavedPiece& s : pieces[i]) {
+      const int64_t opt_off = s.flat_offset - c.opt->begin();
+      sources.push_back({"param/" + s.param->name, &s, c.store->params() + s.flat_offset});
+      sources.push_back({"adam_m/" + s.param->name, &s, c.opt->m() + opt_off});
+      sources.push_back({"adam_v/" + s.param->name, &s, c.opt->v() + opt_off});
+    }
+  }
+  if (snapshot) {  // one allocation, so the pointers handed to the writer stay valid
+    size_t total = 0;
+    for (const Source& src : sources) total += static_cast<size_t>(src.piece->numel);
+    snapshot->resize(total);
+  }
+  size_t at = 0;
+  for (const Source& src : sources) {
+    const float* data = src.data;
+    if (snapshot) {
+      data = std::copy_n(src.data, src.piece->numel, snapshot->data() + at) - src.piece->numel;
+      at += static_cast<size_t>(src.piece->numel);
+    }
+    TS_RETURN_IF_ERROR(w.add(src.key, DType::f32, src.piece->param->global_shape, src.piece->global_offset,
+                             src.piece->numel, data));
+  }
+  return Status::ok_status();
+}
+
+nlohmann::json training_state_json(const TrainingState& state, const nlohmann::json& run_config) {
+  return {{"step", state.step},
+          {"loader", {{"epoch", state.loader.epoch}, {"index", state.loader.index}}},
+          {"adam_steps", state.adam_steps},
+          {"run_config", run_config}};
+}
+
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
-                                int keep_last, const nlohmann::json& run_config) {
+                                int keep_last, const nlohmann::json& run_config, double full_disk_at) {
   // Every rank must agree on the staging directory name: use rank 0's tag.
   uint64_t tag = checkpoint::default_staging_tag();
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   checkpoint::CheckpointWriter w(target, comm.rank());
-  Status local;
-  for (const CheckpointChunk& c : chunks) {
-    if (c.owned.begin < c.opt->begin() || c.owned.end > c.opt->end()) {
-      local = invalid_argument("checkpoint: owned range [" + std::to_string(c.owned.begin) + ", " +
-                               std::to_string(c.owned.end) + ") is outside the optimizer's range [" +
-                               std::to_string(c.opt->begin()) + ", " + std::to_string(c.opt->end()) + ")");
-      break;
-    }
-    for (const SavedPiece& s : checkpoint_pieces(c.store->layout(), c.owned)) {
-      const int64_t opt_off = s.flat_offset - c.opt->begin();
-      for (auto [prefix, base] : {std::pair<const char*, const float*>{"param/", c.store->params() + s.flat_offset},
-                                  {"adam_m/", c.opt->m() + opt_off}, {"adam_v/", c.opt->v() + opt_off}}) {
-        local = w.add(prefix + s.param->name, DType::f32, s.param->global_shape, s.global_offset, s.numel, base);
-        if (!local.ok()) break;
-      }
-      if (!local.ok()) break;
-    }
-    if (!local.ok()) break;
-  }
+  Status local = add_checkpoint_pieces(w, chunks, nullptr);
+  if (local.ok() && full_disk_at >= 0) w.limit_space(static_cast<int64_t>(full_disk_at * w.pending_bytes()));
   if (local.ok()) local = w.write_shard();
   TS_ASSIGN_OR_RETURN(std::vector<checkpoint::ShardRecord> records,
                       checkpoint::all_gather_records(comm, local, w.record()));
   if (comm.rank() == 0) {
-    nlohmann::json st = {{"step", state.step},
-                         {"loader", {{"epoch", state.loader.epoch}, {"index", state.loader.index}}},
-                         {"adam_steps", state.adam_steps},
-                         {"run_config", run_config}};
-    local = checkpoint::write_manifest(target, records, model_config_json(cfg), st);
+    local = checkpoint::write_manifest(target, records, model_config_json(cfg), training_state_json(state, run_config));
     if (local.ok()) local = checkpoint::finalize(target);
     if (local.ok()) local = checkpoint::prune_checkpoints(run_dir, keep_last);
   }

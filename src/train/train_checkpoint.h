@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/writer.h"
 #include "comm/communicator.h"
 #include "data/loader.h"
 #include "model/config.h"
@@ -58,9 +59,19 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
                                 const ParamStore& store, AdamW& opt, FlatRange owned, const TrainingState& state,
                                 int keep_last, const nlohmann::json& run_config);
 // As above for a rank holding several model chunks (all written into its one shard file).
+// full_disk_at in [0, 1] (fault injection): this rank's shard write fails as on a full disk after
+// that fraction of its bytes.
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
-                                int keep_last, const nlohmann::json& run_config);
+                                int keep_last, const nlohmann::json& run_config, double full_disk_at = -1);
+
+// The pieces (parameters, AdamW m and v) this rank saves of its chunks, registered with `w`. With
+// `snapshot`, they are copied there first and the writer reads the copy (an asynchronous save must
+// not read buffers the next steps change); without, the writer reads the live buffers.
+Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<CheckpointChunk>& chunks,
+                             std::vector<float>* snapshot);
+// The manifest's "state": step, loader position, AdamW step count and the resolved run config.
+nlohmann::json training_state_json(const TrainingState& state, const nlohmann::json& run_config);
 
 // Loads `checkpoint_dir` (a step_<n> directory) into store/opt after checking it was saved for the
 // same model; returns the saved state. Any layout loads: each tensor-parallel piece of each tensor

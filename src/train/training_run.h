@@ -15,6 +15,9 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
+#include "train/async_checkpoint.h"
+#include "train/fault_injection.h"
+#include "train/heartbeat_file.h"
 #include "train/metrics.h"
 #include "train/micro_batch_runner.h"
 #include "train/parallel_layout.h"
@@ -34,13 +37,14 @@ struct RunClock {
   int64_t timed_steps = 0, steps_this_run = 0;
   // traffic_bytes() of the dp, tp and pp communicators when the first step began
   uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;
+  double checkpoint_stall_s = 0;  // time the step loop spent in checkpoint saves (async: the snapshot)
 };
 
 struct TrainingRun {
   TrainingRun(const RunConfig& cfg, Communicator& world, const TrainerOptions& opts);
-  // On an error the peers may still sit in a collective, and freeing the grid's communicators is
-  // collective (MPI_Win_free): this rank would hang there instead of reaching abort_job. So an
-  // unfinished run leaks its grid (the launcher issue adds an explicit abandon step).
+  // On an error the peers may still sit in a collective, and freeing a communicator's heartbeat
+  // window is collective (MPI_Win_free): an unfinished run abandons its grid first (see
+  // Communicator::abandon), so this rank reaches abort_job instead of hanging.
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
@@ -56,8 +60,8 @@ struct TrainingRun {
   std::unique_ptr<Communicator> ps_role;  // parallel.mode = "ps": this rank's role group, which the grid spans
   const bool lead;                 // world rank 0: prints, writes metrics
   const nlohmann::json run_json;   // the resolved config, as checkpoints store it
-  std::unique_ptr<Grid> grid;      // declared first: destroyed last (or leaked, see above)
-  std::unique_ptr<Communicator> embedding_group;  // tied embeddings over pp: first + last stage (or leaked)
+  std::unique_ptr<Grid> grid;      // declared first: destroyed last (abandoned first on error, see above)
+  std::unique_ptr<Communicator> embedding_group;  // tied embeddings over pp: first + last stage
   ParallelLayout layout;           // dp x tp x pp, schedule and stage split
   bool finished_ok = false;
   int threads = 1;
@@ -70,7 +74,10 @@ struct TrainingRun {
   std::unique_ptr<Transformer> model;               // dp-only layouts: the one replica
   std::unique_ptr<GradientSync> sync;
   std::unique_ptr<MicroBatchRunner> runner;
-  std::unique_ptr<StepHooks> hooks;
+  std::unique_ptr<StepHooks> hooks;  // the FaultInjection below, wrapping the test-only PlantedFault
+  FaultInjection* faults = nullptr;  // TESSERA_FAULT (none in normal runs)
+  HeartbeatFile heartbeat;           // TESSERA_HEARTBEAT_DIR (set by tessera launch)
+  AsyncCheckpointer async_saver;     // train.async_checkpoint
   std::unique_ptr<LossScaler> scaler;  // train.precision = fp16
   Timeline timeline;
   std::optional<MetricsWriter> metrics;

@@ -212,8 +212,8 @@ TrainingRun::~TrainingRun() {
       (void)sync.release();
       (void)ps_role.release();
     }
-    (void)grid.release();
-    (void)embedding_group.release();
+    if (embedding_group) embedding_group->abandon();
+    if (grid) grid->abandon();
   }
 }
 
@@ -235,6 +235,8 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   // The memory planner's verdict before anything is allocated (identical on every rank).
   TS_RETURN_IF_ERROR(check_memory_budget(cfg, world.size()));
   auto run = std::make_unique<TrainingRun>(cfg, world, opts);
+  run->heartbeat = HeartbeatFile::from_env(world.rank(), world.size(), cfg.train.out_dir);
+  run->heartbeat.beat("setup", 0);
   run->layout = std::move(layout);
   TS_ASSIGN_OR_RETURN(Communicator * grid_comm, grid_world(*run));  // the world, or a PS role group
   TS_ASSIGN_OR_RETURN(Grid grid, Grid::create(*grid_comm, run->layout.grid));
@@ -256,10 +258,14 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   for (const auto& st : run->stores) numel += static_cast<uint64_t>(st->numel());
   TS_RETURN_IF_ERROR(check_agreement(run->grid->dp(), "parameter count", numel));
   TS_RETURN_IF_ERROR(run->sync->broadcast_parameters());
-  run->hooks = std::make_unique<PlantedFault>(PlantedFault::from_env(world.rank()));
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<FaultInjection> faults,
+                      FaultInjection::from_env(world.rank(), std::make_unique<PlantedFault>(
+                                                                 PlantedFault::from_env(world.rank()))));
+  run->faults = faults.get();
+  run->hooks = std::move(faults);
 
   if (run->lead) {
-    TS_ASSIGN_OR_RETURN(MetricsWriter mw, MetricsWriter::open(cfg.train.out_dir, /*append=*/opts.resume));
+    TS_ASSIGN_OR_RETURN(MetricsWriter mw, MetricsWriter::open(cfg.train.out_dir, /*append=*/run->state.step > 0));
     run->metrics.emplace(std::move(mw));
     std::FILE* f = std::fopen((cfg.train.out_dir + "/config.toml").c_str(), "w");
     if (f) { std::fputs(cfg.to_toml().c_str(), f); std::fclose(f); }
@@ -270,6 +276,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   run->clock.dp_traffic_at_start = run->grid->dp().traffic_bytes();
   run->clock.tp_traffic_at_start = run->grid->tp().traffic_bytes();
   run->clock.pp_traffic_at_start = run->grid->pp().traffic_bytes();
+  run->heartbeat.beat("train", run->state.step);
   return run;
 }
 

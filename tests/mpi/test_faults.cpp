@@ -5,6 +5,8 @@
 //   exit           rank 1 exits with code 3 while the others wait in a plain blocking barrier
 //   abort          rank 1 calls abort_job with code 7 while the others wait in a barrier
 //   throw          rank 1 throws an uncaught exception while the others wait in a barrier
+//   abandon        rank 1 gets stuck; rank 0 abandons a sub-communicator (an op on it is refused)
+//                  and destroys it without waiting for rank 1 (freeing its window would), then ends the job
 // Every scenario must end the whole job with a non-zero exit code within seconds.
 #include <chrono>
 #include <cstdio>
@@ -78,8 +80,21 @@ int main(int argc, char** argv) {
     s = w.barrier();  // blocking, no timeout: only mpirun can end this rank
     std::printf("unexpected: barrier returned %s\n", s.to_string().c_str());
     return 0;
+  } else if (scenario == "abandon") {
+    auto sub = w.split(0, w.rank(), "world/sub");
+    if (!sub.ok()) abort_job(sub.status());
+    if (w.rank() == 1) stuck_forever();
+    (*sub)->abandon();
+    const Status refused = (*sub)->barrier();
+    std::printf("rank %d: op on the abandoned communicator: %s\n", w.rank(), refused.to_string().c_str());
+    const auto t0 = std::chrono::steady_clock::now();
+    sub->reset();  // without abandon() this would wait in MPI_Win_free for rank 1 forever
+    const double s_taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("rank %d released the abandoned communicator in %.3f s\n", w.rank(), s_taken);
+    std::fflush(stdout);
+    abort_job(internal_error("planted failure after abandoning"), 5);
   } else {
-    std::fprintf(stderr, "usage: test_mpi_faults hang|hang_blocking|mismatch|exit|abort|throw\n");
+    std::fprintf(stderr, "usage: test_mpi_faults hang|hang_blocking|mismatch|exit|abort|throw|abandon\n");
     return 2;
   }
 }

@@ -50,6 +50,7 @@ timeout_s = 12.5
 recompute = "selective"
 precision = "bf16"
 memory_budget_mb = 1536.5
+async_checkpoint = true
 
 [optim]
 lr = 0.001
@@ -149,12 +150,12 @@ std::string legacy_resume_changes(const nlohmann::json& before, const nlohmann::
     if (b != n) changed += (changed.empty() ? "" : ", ") + section + "." + key + " " + b.dump() + " -> " + n.dump();
   };
   for (const char* key : {"dir", "seq_len"}) check("data", key);
-  for (const char* key : {"seed", "batch_tokens", "micro_batch", "grad_accum"}) check("train", key);
+  // micro_batch, grad_accum and parallel.dp only split the global batch (train.batch_tokens): layout.
+  for (const char* key : {"seed", "batch_tokens"}) check("train", key);
   check("train", "precision");  // added with the key: reduced precision changes the numerics
   const nlohmann::json optim = now.value("optim", nlohmann::json::object());
   for (const auto& [key, value] : optim.items()) check("optim", key);
   for (const char* key : {"consistency", "staleness"}) check("ps", key);  // added with the parameter server
-  check("parallel", "dp");
   return changed;
 }
 
@@ -175,9 +176,12 @@ TEST(RunConfigSchema, ResumeChangesNameKeyAndValues) {
   std::string got = describe_resume_changes(saved, to_json(parse_ok(kMinimal, {"optim.lr=0.001"})));
   EXPECT_NE(got.find("optim.lr "), std::string::npos) << got;
   EXPECT_NE(got.find("optim.min_lr "), std::string::npos) << got;  // its default follows lr
-  // micro_batch 2 with the same global batch doubles grad_accum.
+  // micro_batch 2 with the same global batch doubles grad_accum: the same samples per step.
   got = describe_resume_changes(saved, to_json(parse_ok(kMinimal, {"train.micro_batch=2", "train.batch_tokens=256"})));
-  EXPECT_EQ(got, "train.micro_batch 4 -> 2, train.grad_accum 1 -> 2") << got;
+  EXPECT_EQ(got, "") << got;
+  // A different global batch is a different run.
+  got = describe_resume_changes(saved, to_json(parse_ok(kMinimal, {"train.batch_tokens=512"})));
+  EXPECT_EQ(got, "train.batch_tokens 256 -> 512") << got;
   got = describe_resume_changes(
       saved, to_json(parse_ok(kMinimal, {"train.steps=500", "train.out_dir=elsewhere", "train.threads=1",
                                          "train.eval_interval=7", "train.log_interval=3", "parallel.bucket_mb=1"})));

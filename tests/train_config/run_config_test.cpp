@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "train/run_config.h"
@@ -212,7 +213,7 @@ TEST(RunConfig, RangeAndConsistencyErrors) {
   EXPECT_HAS(parse_err(kMinimal + "[optim]\nlr = 1e-3\nmin_lr = 1e-2\n"), "optim.min_lr (0.01) must be in [0, optim.lr");
   EXPECT_HAS(parse_err(kMinimal + "[optim]\nbeta2 = 1.0\n"), "optim.beta2 must be in [0, 1)");
   EXPECT_HAS(parse_err(kMinimal + "[optim]\ngrad_clip = -1.0\n"), "optim.grad_clip must be >= 0");
-  EXPECT_HAS(parse_err(kMinimal + "[parallel]\ndp = 0\n"), "parallel.dp must be >= 1");
+  EXPECT_HAS(parse_err(kMinimal + "[parallel]\ndp = -1\n"), "parallel.dp must be >= 0");
   EXPECT_HAS(parse_err(kMinimal + "[train]\nthreads = -2\n"), "train.threads must be in [0, 4096]");
   EXPECT_HAS(parse_err(kMinimal + "[train]\ntimeout_s = 0\n"), "train.timeout_s must be > 0");
 }
@@ -365,6 +366,39 @@ TEST(RunConfig, ShippedConfigsParse) {
   ASSERT_TRUE(llama.ok());
   EXPECT_EQ(llama->model.arch, Arch::llama);
   EXPECT_EQ(llama->model.n_kv_head, 2);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// parallel.dp = 0 fills the job: the global batch (batch_tokens) stays, grad_accum follows dp.
+TEST(RunConfig, AutoDataParallelFillsTheWorld) {
+  const std::string path = ::testing::TempDir() + "/auto_dp.toml";
+  {
+    std::ofstream f(path);
+    f << "[data]\ndir = \"data/x\"\nseq_len = 16\n[train]\nmicro_batch = 1\nbatch_tokens = 192\n"
+         "[parallel]\ndp = 0\n";
+  }
+  auto four = load_run_config_for_world(path, {}, 4);
+  ASSERT_TRUE(four.ok()) << four.status().to_string();
+  EXPECT_EQ(four->parallel.dp, 4);
+  EXPECT_EQ(four->train.grad_accum, 3);
+  auto three = load_run_config_for_world(path, {}, 3);
+  ASSERT_TRUE(three.ok()) << three.status().to_string();
+  EXPECT_EQ(three->parallel.dp, 3);
+  EXPECT_EQ(three->train.grad_accum, 4);
+  EXPECT_EQ(three->train.batch_tokens, 192);
+  auto odd = load_run_config_for_world(path, {"parallel.tp=2"}, 3);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("not a multiple of parallel.tp x parallel.pp = 2"), std::string::npos)
+      << odd.status().message();
+  // An explicit dp is left alone (the layout check names a mismatch with the world later).
+  auto fixed = load_run_config_for_world(path, {"parallel.dp=2", "train.batch_tokens=64"}, 4);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().to_string();
+  EXPECT_EQ(fixed->parallel.dp, 2);
 }
 
 }  // namespace

@@ -123,11 +123,11 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  if (!broken_.empty()) {
-    // Freeing the window synchronises with peers that may never come: leak it, the job is ending.
-    if (board_) board_->leak_on_destroy();
-    return;
-  }
+  // Freeing the window synchronises with peers that may never come (after a timeout, or when this
+  // rank abandons the communicator on an error path): skip that call, the job is ending and takes
+  // the window with it. Everything local is freed; MPI_Comm_free is local (pending ops complete
+  // or die with the job).
+  if ((!broken_.empty() || abandoned()) && board_) board_->leak_on_destroy();
   board_.reset();
   MPI_Comm_free(&comm_);
 }

@@ -1,0 +1,61 @@
+// Asynchronous checkpoint saves (train.async_checkpoint): at the step boundary each rank copies
+// its pieces of the training state into host memory (the only stall), then a background thread
+// writes and fsyncs its shard while training goes on. The ranks meet through files, not
+// collectives (a communicator is used from one thread): each rank's thread leaves
+// record_<rank>.json in the staging directory; rank 0's thread waits for all of them, writes the
+// manifest, removes the records, writes COMPLETE and renames the directory into place -- the same
+// atomic protocol as a synchronous save, so a crash or full disk mid-save leaves the previous
+// checkpoint the latest complete one. A failed save is reported (naming the rank) and training
+// continues; the run's final save must succeed.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.h"
+#include "model/config.h"
+#include "train/train_checkpoint.h"
+
+namespace tessera {
+
+struct AsyncSaveOptions {
+  int keep_last = 2;
+  nlohmann::json run_config;
+  double timeout_s = 300;   // rank 0 waits this long for the other ranks' records
+  double full_disk_at = -1;  // fault injection: this rank's shard write fails after this fraction of it
+  // Run by this rank's thread once the checkpoint is complete (fault injection damages shards here).
+  std::function<Status(const std::string& checkpoint_dir)> after_complete;
+};
+
+class AsyncCheckpointer {
+ public:
+  AsyncCheckpointer() = default;
+  ~AsyncCheckpointer();  // waits for the save in flight
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // Collective over `comm` (one broadcast of the staging tag). Waits for this rank's previous save,
+  // snapshots its pieces of `chunks` and starts writing them. An error here is this rank's set-up
+  // failing (the snapshot could not be taken); a failure of the previous save is logged, not returned.
+  Status start(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
+               const std::vector<CheckpointChunk>& chunks, const TrainingState& state, AsyncSaveOptions options);
+  // Waits for the save in flight (on rank 0: until it is complete or failed) and returns its
+  // outcome on this rank; ok when there is none.
+  Status wait();
+  bool busy() const { return thread_.joinable(); }
+  // Seconds start() spent waiting for the previous save and taking the snapshot: the training stall.
+  double last_stall_s() const { return last_stall_s_; }
+
+ private:
+  std::thread thread_;
+  Status outcome_;                // written by the thread, read after join
+  std::vector<float> snapshot_;   // the copied state the thread writes
+  std::unique_ptr<checkpoint::CheckpointWriter> writer_;
+  double last_stall_s_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,64 @@
+// Fault injection for tests and drills, from the environment variable TESSERA_FAULT: crash, hang or
+// slow a chosen rank at a chosen step, corrupt or truncate its checkpoint shard, or make its
+// checkpoint write fail as on a full disk. Unset (every normal run): nothing is injected.
+//
+//   TESSERA_FAULT="crash:rank=2:step=5,corrupt_shard:rank=0:step=10:attempt=1"
+//   crash           SIGKILL itself at the start of step S (a lost rank; no clean-up runs)
+//   hang            stop making progress at the start of step S (peers wait; heartbeats stop)
+//   slow            from step S on, stretch each step to `factor` times its own duration (factor=2)
+//   corrupt_shard   after the checkpoint of step S is complete, flip one byte inside its shard_R.bin
+//   truncate_shard  after the checkpoint of step S is complete, cut its shard_R.bin in half
+//   disk_full       the checkpoint write of step S fails on rank R with "No space left on device"
+//                   after half of its shard is written (as when the disk fills during the save)
+// Each fault applies only on launch attempt 0 (TESSERA_LAUNCH_ATTEMPT, set by `tessera launch`)
+// unless it names another with attempt=K, so a restarted job does not meet the same fault again.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "train/step_hooks.h"
+
+namespace tessera {
+
+enum class FaultKind { crash, hang, slow, corrupt_shard, truncate_shard, disk_full };
+
+struct Fault {
+  FaultKind kind = FaultKind::crash;
+  int rank = 0;
+  int64_t step = 1;
+  int attempt = 0;
+  double factor = 2.0;  // slow only
+};
+
+// Parses a TESSERA_FAULT value; errors name the bad item and the accepted forms.
+Result<std::vector<Fault>> parse_faults(std::string_view spec);
+
+// The faults of one rank on this launch attempt, acting at the step hooks (crash, hang, slow) and
+// around checkpoints (the rest). Wraps the hooks that were there before (they still run).
+class FaultInjection final : public StepHooks {
+ public:
+  // Reads TESSERA_FAULT and TESSERA_LAUNCH_ATTEMPT; a malformed TESSERA_FAULT is an error.
+  static Result<std::unique_ptr<FaultInjection>> from_env(int rank, std::unique_ptr<StepHooks> inner);
+  FaultInjection(std::vector<Fault> faults, int rank, int attempt, std::unique_ptr<StepHooks> inner);
+
+  Status at(StepPoint point, int64_t step, ParamStore& store) override;
+  // The fraction of its shard this rank writes in the checkpoint of `step` before the write fails
+  // as on a full disk; -1 = no fault.
+  double full_disk_at(int64_t step) const;
+  // After the checkpoint of `step` is complete in `checkpoint_dir`: corrupts or truncates this
+  // rank's shard when a fault says so.
+  Status after_checkpoint(int64_t step, const std::string& checkpoint_dir) const;
+
+ private:
+  const Fault* find(FaultKind kind, int64_t step) const;  // this rank's fault of that kind at that step
+  std::vector<Fault> faults_;  // this rank's, this attempt's
+  int rank_;
+  std::unique_ptr<StepHooks> inner_;
+  double step_start_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,29 @@
+// Progress heartbeats for the elastic launcher (`tessera launch`): when TESSERA_HEARTBEAT_DIR is
+// set, each rank r replaces <dir>/rank_<r>.json (write to a temporary file, then rename) whenever it
+// makes progress: {"rank", "world_size", "host", "pid", "attempt", "step", "phase", "time",
+// "out_dir", "message"}. A stuck rank writes nothing, so an old "time" means no progress.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tessera {
+
+class HeartbeatFile {
+ public:
+  // Disabled (every beat a no-op) when TESSERA_HEARTBEAT_DIR is unset or empty.
+  static HeartbeatFile from_env(int rank, int world_size, std::string out_dir);
+  bool enabled() const { return !path_.empty(); }
+  // phase: "setup", "train", "checkpoint", "done" or "failed" (with the error as message).
+  // step < 0: unknown; the step of the rank's last beat is kept.
+  // Failures to write are logged once and otherwise ignored: heartbeats must never stop training.
+  void beat(std::string_view phase, int64_t step, std::string_view message = {});
+
+ private:
+  std::string path_;  // <dir>/rank_<r>.json
+  std::string host_, out_dir_;
+  int rank_ = 0, world_size_ = 1, attempt_ = 0;
+  bool warned_ = false;
+};
+
+}  // namespace tessera
