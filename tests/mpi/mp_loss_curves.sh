@@ -9,6 +9,8 @@
 # final checkpoint must export (tessera export: unsharded tensors, Hugging Face names) the same
 # safetensors as the reference's, every tensor within tol of its largest magnitude.
 # A label ending in "_resumed" stops after 10 steps and continues with --resume (same curve expected).
+# An override from=<label> (of an earlier "_resumed" job) re-shards instead: this job starts from that
+# job's step-10 checkpoint and metrics and trains steps 11-20 in its own layout (any dp/tp/pp/zero).
 # Validation (steps 10 and 20) covers the same 4 windows in every job: 2 batches of 2 on one dp
 # rank, so a layout with parallel.dp=2 must pass train.eval_batches=1 (each rank evaluates its slice).
 set -e
@@ -24,6 +26,19 @@ train() {  # label np [--stop-after N | --resume] overrides...
 }
 run() {  # label np overrides...
   echo "== $1: $2 rank(s): $(echo "$@" | cut -d' ' -f3-)"
+  from=$(echo "$@" | tr ' ' '\n' | sed -n 's/^from=//p')
+  if [ -n "$from" ]; then
+    l=$1 n=$2; shift 2
+    mkdir -p "$work/$l/checkpoints"
+    cp -r "$work/$from/checkpoints/step_00000010" "$work/$l/checkpoints/"
+    /usr/bin/python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("step", 0) <= 10 and "event" not in e: print(line, end="")' "$work/$from/metrics.jsonl" > "$work/$l/metrics.jsonl"
+    # shellcheck disable=SC2046  # the overrides are separate words
+    train "$l" "$n" --resume $(echo "$@" | tr ' ' '\n' | grep -v '^from=')
+    return
+  fi
   case $1 in
     *_resumed) train "$@" --stop-after 10 && l=$1 n=$2 && shift 2 && train "$l" "$n" --resume "$@" ;;
     *) train "$@" ;;
