@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ Status DurableFile::write(const void* data, size_t bytes) {
     // As a full disk behaves: what fits is written, then the write fails.
     const size_t fits = static_cast<size_t>(std::max<int64_t>(0, space_limit_ - bytes_));
     if (write_fully(fd_, data, fits)) bytes_ += static_cast<int64_t>(fits);
+    if (kill_when_reached_) ::kill(::getpid(), SIGKILL);
     return io_error("cannot write '" + path_ + "': No space left on device (injected fault: disk_full)" + kWriteFix);
   }
   if (!write_fully(fd_, data, bytes)) return io_error(sys_error("cannot write", path_) + kWriteFix);

@@ -24,8 +24,12 @@ class DurableFile {
   Status sync_and_close();
   int64_t bytes_written() const { return bytes_; }
   const std::string& path() const { return path_; }
-  // Fault injection: writes past `bytes` fail as on a full disk (-1 = no limit).
-  void limit_space(int64_t bytes) { space_limit_ = bytes; }
+  // Fault injection: writes past `bytes` fail as on a full disk (-1 = no limit); with
+  // kill_when_reached, the process SIGKILLs itself there instead (a rank lost mid-save).
+  void limit_space(int64_t bytes, bool kill_when_reached = false) {
+    space_limit_ = bytes;
+    kill_when_reached_ = kill_when_reached;
+  }
 
  private:
   DurableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -33,6 +37,7 @@ class DurableFile {
   int fd_ = -1;
   int64_t bytes_ = 0;
   int64_t space_limit_ = -1;
+  bool kill_when_reached_ = false;
 };
 
 // Writes `text` to a new file at `path` and fsyncs it.

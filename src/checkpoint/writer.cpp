@@ -110,7 +110,7 @@ Status CheckpointWriter::write_shard() {
   const std::string path = (fs::path(dir) / record_.file).string();
   TS_RETURN_IF_ERROR(remove_stale(path));
   TS_ASSIGN_OR_RETURN(DurableFile file, DurableFile::create(path));
-  file.limit_space(space_limit_);
+  file.limit_space(space_limit_, kill_when_reached_);
 
   auto write_all = [&]() -> Status {
     record_.entries.clear();

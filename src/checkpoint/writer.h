@@ -45,8 +45,12 @@ class CheckpointWriter {
              const void* data);
   // Writes and fsyncs the shard file (refusing early when the final checkpoint already exists).
   Status write_shard();
-  // Fault injection: write_shard fails as on a full disk after `bytes` of the shard (-1 = no limit).
-  void limit_space(int64_t bytes) { space_limit_ = bytes; }
+  // Fault injection: write_shard fails as on a full disk after `bytes` of the shard (-1 = no
+  // limit), or with kill_when_reached the process SIGKILLs itself there.
+  void limit_space(int64_t bytes, bool kill_when_reached = false) {
+    space_limit_ = bytes;
+    kill_when_reached_ = kill_when_reached;
+  }
   // Bytes of data registered so far (the shard is this plus alignment padding).
   int64_t pending_bytes() const;
   // What this rank wrote, for the manifest; valid after write_shard.
@@ -64,6 +68,7 @@ class CheckpointWriter {
   ShardRecord record_;
   bool written_ = false;
   int64_t space_limit_ = -1;
+  bool kill_when_reached_ = false;
 };
 
 // Rank 0, after every rank's write_shard: merges the records (one per rank, ranks 0..N-1),

@@ -91,14 +91,14 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     o.keep_last = static_cast<int>(cfg.train.keep_checkpoints);
     o.run_config = run.run_json;
     o.timeout_s = cfg.train.timeout_s;
-    o.full_disk_at = faults->full_disk_at(step);
+    o.write_fault = faults->shard_write_fault(step);
     o.after_complete = [faults, step](const std::string& dir) { return faults->after_checkpoint(step, dir); };
     TS_RETURN_IF_ERROR(run.async_saver.start(run.world, cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
     if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
   } else {
     TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, chunks, run.state,
                                                 static_cast<int>(cfg.train.keep_checkpoints), run.run_json,
-                                                faults->full_disk_at(step)));
+                                                faults->shard_write_fault(step)));
     TS_RETURN_IF_ERROR(faults->after_checkpoint(step, checkpoint::checkpoint_target(cfg.train.out_dir, step).final_dir()));
   }
   const double stall = Timeline::now_s() - t0;

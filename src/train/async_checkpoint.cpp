@@ -106,8 +106,8 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   writer_ = std::make_unique<checkpoint::CheckpointWriter>(target, comm.rank());
   TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_));
-  if (options.full_disk_at >= 0)
-    writer_->limit_space(static_cast<int64_t>(options.full_disk_at * writer_->pending_bytes()));
+  if (options.write_fault.at >= 0)
+    writer_->limit_space(static_cast<int64_t>(options.write_fault.at * writer_->pending_bytes()), options.write_fault.kill);
   last_stall_s_ = Timeline::now_s() - t0;
 
   const int rank = comm.rank(), world = comm.size();

@@ -18,6 +18,7 @@
 
 #include "comm/communicator.h"
 #include "model/config.h"
+#include "train/fault_injection.h"
 #include "train/train_checkpoint.h"
 
 namespace tessera {
@@ -26,7 +27,7 @@ struct AsyncSaveOptions {
   int keep_last = 2;
   nlohmann::json run_config;
   double timeout_s = 300;   // rank 0 waits this long for the other ranks' records
-  double full_disk_at = -1;  // fault injection: this rank's shard write fails after this fraction of it
+  ShardWriteFault write_fault;  // fault injection: this rank's shard write cut short
   // Run by this rank's thread once the checkpoint is complete (fault injection damages shards here).
   std::function<Status(const std::string& checkpoint_dir)> after_complete;
 };

@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::string_view kForms =
     "expected items like crash:rank=2:step=5 (kinds: crash, hang, slow[:factor=F], corrupt_shard, truncate_shard, "
-    "disk_full; optional :attempt=K), separated by commas";
+    "disk_full, crash_in_save; optional :attempt=K), separated by commas";
 
 struct KindName {
   FaultKind kind;
@@ -33,7 +33,8 @@ constexpr KindName kKinds[] = {{FaultKind::crash, "crash"},
                                {FaultKind::slow, "slow"},
                                {FaultKind::corrupt_shard, "corrupt_shard"},
                                {FaultKind::truncate_shard, "truncate_shard"},
-                               {FaultKind::disk_full, "disk_full"}};
+                               {FaultKind::disk_full, "disk_full"},
+                               {FaultKind::crash_in_save, "crash_in_save"}};
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
@@ -147,7 +148,11 @@ Status FaultInjection::at(StepPoint point, int64_t step, ParamStore& store) {
   return inner_ ? inner_->at(point, step, store) : Status::ok_status();
 }
 
-double FaultInjection::full_disk_at(int64_t step) const { return find(FaultKind::disk_full, step) ? 0.5 : -1; }
+ShardWriteFault FaultInjection::shard_write_fault(int64_t step) const {
+  if (find(FaultKind::crash_in_save, step)) return {0.5, true};
+  if (find(FaultKind::disk_full, step)) return {0.5, false};
+  return {};
+}
 
 Status FaultInjection::after_checkpoint(int64_t step, const std::string& checkpoint_dir) const {
   const bool corrupt = find(FaultKind::corrupt_shard, step) != nullptr;

@@ -10,6 +10,7 @@
 //   truncate_shard  after the checkpoint of step S is complete, cut its shard_R.bin in half
 //   disk_full       the checkpoint write of step S fails on rank R with "No space left on device"
 //                   after half of its shard is written (as when the disk fills during the save)
+//   crash_in_save   SIGKILL itself after writing half of its shard of the checkpoint of step S
 // Each fault applies only on launch attempt 0 (TESSERA_LAUNCH_ATTEMPT, set by `tessera launch`)
 // unless it names another with attempt=K, so a restarted job does not meet the same fault again.
 #pragma once
@@ -24,7 +25,7 @@
 
 namespace tessera {
 
-enum class FaultKind { crash, hang, slow, corrupt_shard, truncate_shard, disk_full };
+enum class FaultKind { crash, hang, slow, corrupt_shard, truncate_shard, disk_full, crash_in_save };
 
 struct Fault {
   FaultKind kind = FaultKind::crash;
@@ -39,6 +40,13 @@ Result<std::vector<Fault>> parse_faults(std::string_view spec);
 
 // The faults of one rank on this launch attempt, acting at the step hooks (crash, hang, slow) and
 // around checkpoints (the rest). Wraps the hooks that were there before (they still run).
+// A shard write cut short after `at` of its bytes (at < 0: not at all): fails as on a full disk, or
+// with `kill` the rank SIGKILLs itself there.
+struct ShardWriteFault {
+  double at = -1;
+  bool kill = false;
+};
+
 class FaultInjection final : public StepHooks {
  public:
   // Reads TESSERA_FAULT and TESSERA_LAUNCH_ATTEMPT; a malformed TESSERA_FAULT is an error.
@@ -46,9 +54,8 @@ class FaultInjection final : public StepHooks {
   FaultInjection(std::vector<Fault> faults, int rank, int attempt, std::unique_ptr<StepHooks> inner);
 
   Status at(StepPoint point, int64_t step, ParamStore& store) override;
-  // The fraction of its shard this rank writes in the checkpoint of `step` before the write fails
-  // as on a full disk; -1 = no fault.
-  double full_disk_at(int64_t step) const;
+  // How this rank's shard write of the checkpoint of `step` is cut short (disk_full, crash_in_save).
+  ShardWriteFault shard_write_fault(int64_t step) const;
   // After the checkpoint of `step` is complete in `checkpoint_dir`: corrupts or truncates this
   // rank's shard when a fault says so.
   Status after_checkpoint(int64_t step, const std::string& checkpoint_dir) const;

@@ -139,14 +139,15 @@ nlohmann::json training_state_json(const TrainingState& state, const nlohmann::j
 
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
-                                int keep_last, const nlohmann::json& run_config, double full_disk_at) {
+                                int keep_last, const nlohmann::json& run_config, ShardWriteFault write_fault) {
   // Every rank must agree on the staging directory name: use rank 0's tag.
   uint64_t tag = checkpoint::default_staging_tag();
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   checkpoint::CheckpointWriter w(target, comm.rank());
   Status local = add_checkpoint_pieces(w, chunks, nullptr);
-  if (local.ok() && full_disk_at >= 0) w.limit_space(static_cast<int64_t>(full_disk_at * w.pending_bytes()));
+  if (local.ok() && write_fault.at >= 0)
+    w.limit_space(static_cast<int64_t>(write_fault.at * w.pending_bytes()), write_fault.kill);
   if (local.ok()) local = w.write_shard();
   TS_ASSIGN_OR_RETURN(std::vector<checkpoint::ShardRecord> records,
                       checkpoint::all_gather_records(comm, local, w.record()));

@@ -13,6 +13,7 @@
 #include "model/param_layout.h"
 #include "optim/adamw.h"
 #include "parallel/gradient_sync.h"
+#include "train/fault_injection.h"
 
 namespace tessera {
 
@@ -59,11 +60,10 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
                                 const ParamStore& store, AdamW& opt, FlatRange owned, const TrainingState& state,
                                 int keep_last, const nlohmann::json& run_config);
 // As above for a rank holding several model chunks (all written into its one shard file).
-// full_disk_at in [0, 1] (fault injection): this rank's shard write fails as on a full disk after
-// that fraction of its bytes.
+// write_fault (fault injection): this rank's shard write is cut short (fault_injection.h).
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
-                                int keep_last, const nlohmann::json& run_config, double full_disk_at = -1);
+                                int keep_last, const nlohmann::json& run_config, ShardWriteFault write_fault = {});
 
 // The pieces (parameters, AdamW m and v) this rank saves of its chunks, registered with `w`. With
 // `snapshot`, they are copied there first and the writer reads the copy (an asynchronous save must
