@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -33,14 +35,46 @@ const json& field(const json& j, const char* name, std::string_view where) {
   return *it;
 }
 
-int64_t int_field(const json& j, const char* name, std::string_view where, int64_t min_value = 0) {
+int64_t int_field(const json& j, const char* name, std::string_view where, int64_t min_value = 0,
+                  int64_t max_value = INT64_MAX) {
   const json& v = field(j, name, where);
-  if (!v.is_number_integer()) fail(where, std::string("field '") + name + "' must be an integer");
+  // An unsigned value above INT64_MAX would wrap to a negative int64_t: refuse it by name.
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}))
+    fail(where, std::string("field '") + name + "' must be an integer that fits in 64 bits");
   int64_t x = v.get<int64_t>();
-  if (x < min_value)
-    fail(where, std::string("field '") + name + "' is " + std::to_string(x) + ", must be >= " +
-                    std::to_string(min_value));
+  if (x < min_value || x > max_value)
+    fail(where, std::string("field '") + name + "' is " + std::to_string(x) + ", must be in [" +
+                    std::to_string(min_value) + ", " + std::to_string(max_value) + "]");
   return x;
+}
+
+int rank_field(const json& j, const char* name, std::string_view where, int min_value = 0) {
+  return static_cast<int>(int_field(j, name, where, min_value, INT_MAX));
+}
+
+// A name from the manifest as it may appear in a message: quoted, control bytes escaped, cut short
+// (a hostile name may hold NULs or be megabytes long).
+std::string printable(const std::string& s) {
+  constexpr size_t kMax = 80;
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMax) out += "...";
+  return out + "'";
+}
+
+void check_shard_file(const std::string& file, int rank, std::string_view where) {
+  if (!is_shard_file_name(file, rank))
+    fail(where, "file " + printable(file) + " is not allowed: rank " + std::to_string(rank) + "'s file must be the plain file name '" +
+                    shard_file_name(rank) + "' inside the checkpoint directory (a manifest never names other paths)");
 }
 
 std::string string_field(const json& j, const char* name, std::string_view where) {
@@ -83,11 +117,10 @@ json piece_to_json(const TensorPiece& p) {
 
 TensorPiece piece_from_json(const json& j, std::string_view where) {
   TensorPiece p;
-  p.rank = static_cast<int>(int_field(j, "rank", where));
+  p.rank = rank_field(j, "rank", where);
   p.file = string_field(j, "file", where);
   // Piece files must stay inside the checkpoint directory: a manifest is data, not a path oracle.
-  if (p.file.empty() || p.file.find('/') != std::string::npos || p.file == "." || p.file == "..")
-    fail(where, "file '" + p.file + "' must be a plain file name inside the checkpoint directory");
+  check_shard_file(p.file, p.rank, where);
   p.offset_in_file = int_field(j, "offset_in_file", where);
   p.global_offset = int_field(j, "global_offset", where);
   p.numel = int_field(j, "numel", where);
@@ -106,16 +139,24 @@ TensorEntry entry_from_json(const json& j, std::string_view where) {
   TensorEntry e;
   e.key = string_field(j, "key", where);
   if (e.key.empty()) fail(where, "tensor with an empty key");
-  std::string w = std::string(where) + ", tensor '" + e.key + "'";
+  std::string w = std::string(where) + ", tensor " + printable(e.key);
   auto dt = parse_dtype_name(string_field(j, "dtype", w));
   if (!dt.ok()) fail(w, dt.status().message());
   e.dtype = dt.value();
   const json& shape = field(j, "global_shape", w);
   if (!shape.is_array()) fail(w, "global_shape must be an array of integers");
+  if (shape.size() > kMaxDims)
+    fail(w, "global_shape has " + std::to_string(shape.size()) + " dimensions, more than the " +
+                std::to_string(kMaxDims) + " a checkpoint may hold");
   for (const auto& d : shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) fail(w, "global_shape must hold integers >= 0");
+    if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > uint64_t{INT64_MAX}) ||
+        d.get<int64_t>() < 0)
+      fail(w, "global_shape must hold integers in [0, 2^63)");
     e.global_shape.push_back(d.get<int64_t>());
   }
+  if (checked_shape_numel(e.global_shape, dtype_size(e.dtype)) < 0)
+    fail(w, "global_shape " + shape_string(e.global_shape) + " of " + std::string(dtype_name(e.dtype)) +
+                " has more elements or bytes than fit in 64 bits");
   const json& pieces = field(j, "pieces", w);
   if (!pieces.is_array()) fail(w, "pieces must be an array");
   for (const auto& p : pieces) e.pieces.push_back(piece_from_json(p, w));
@@ -131,12 +172,20 @@ std::vector<TensorEntry> entries_from_json_or_throw(const json& j, std::string_v
 
 ShardRecord shard_from_json(const json& j, std::string_view where, bool with_entries) {
   ShardRecord r;
-  r.rank = static_cast<int>(int_field(j, "rank", where));
+  r.rank = rank_field(j, "rank", where);
   r.file = string_field(j, "file", where);
+  check_shard_file(r.file, r.rank, where);
   r.bytes = int_field(j, "bytes", where);
   if (with_entries) r.entries = entries_from_json_or_throw(field(j, "tensors", where), where);
   return r;
 }
+
+// Bytes [begin, end) of rank's shard file that hold a piece of `entry`.
+struct FileSpan {
+  int rank;
+  int64_t begin, end;
+  const TensorEntry* entry;
+};
 
 }  // namespace
 
@@ -161,6 +210,8 @@ bool parse_step_dir_name(std::string_view name, int64_t* step) {
 
 std::string shard_file_name(int rank) { return "shard_" + std::to_string(rank) + ".bin"; }
 
+bool is_shard_file_name(std::string_view name, int rank) { return rank >= 0 && name == shard_file_name(rank); }
+
 Result<DType> parse_dtype_name(std::string_view name) {
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::u16, DType::u8})
     if (dtype_name(t) == name) return t;
@@ -173,14 +224,30 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+int64_t checked_shape_numel(const std::vector<int64_t>& shape, size_t elem_bytes) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+  int64_t bytes;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(elem_bytes), &bytes)) return -1;
+  return n;
+}
+
 uint64_t checksum_bytes(const void* data, size_t bytes) { return XXH64(data, bytes, 0); }
 
 Status validate_coverage(const TensorEntry& e, std::string_view where) {
-  const int64_t total = shape_numel(e.global_shape);
-  const std::string name = std::string(where) + ": tensor '" + e.key + "' " + shape_string(e.global_shape);
+  const int64_t total = checked_shape_numel(e.global_shape, dtype_size(e.dtype));
+  const std::string name = std::string(where) + ": tensor " + printable(e.key) + " " + shape_string(e.global_shape);
+  if (total < 0) return corrupt_data(name + ": the shape's element or byte count does not fit in 64 bits");
   int64_t next = 0;
   for (size_t i = 0; i < e.pieces.size(); ++i) {
     const TensorPiece& p = e.pieces[i];
+    // Checked before any sum, so that offsets near INT64_MAX cannot overflow below.
+    if (p.global_offset < 0 || p.numel < 0 || p.global_offset > total || p.numel > total - p.global_offset) {
+      return corrupt_data(name + ": rank " + std::to_string(p.rank) + " stored elements [" +
+                          std::to_string(p.global_offset) + ", +" + std::to_string(p.numel) +
+                          "), past the tensor's " + std::to_string(total) + " elements");
+    }
     if (p.global_offset < next) {
       return corrupt_data(name + ": elements [" + std::to_string(p.global_offset) + ", " +
                           std::to_string(std::min(next, p.global_offset + p.numel)) +
@@ -190,11 +257,6 @@ Status validate_coverage(const TensorEntry& e, std::string_view where) {
     if (p.global_offset > next) {
       return corrupt_data(name + ": elements [" + std::to_string(next) + ", " + std::to_string(p.global_offset) +
                           ") are stored by no rank; every range of every tensor must be saved by some rank");
-    }
-    if (p.global_offset + p.numel > total) {
-      return corrupt_data(name + ": rank " + std::to_string(p.rank) + " stored elements up to " +
-                          std::to_string(p.global_offset + p.numel) + ", past the tensor's " +
-                          std::to_string(total) + " elements");
     }
     next = p.global_offset + p.numel;
   }
@@ -261,6 +323,20 @@ Result<ShardRecord> shard_record_from_json(const nlohmann::json& j) {
   }
 }
 
+Result<nlohmann::json> parse_json_limited(const std::string& text, const std::string& path) {
+  bool too_deep = false;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) too_deep = true;
+    return !too_deep;  // stop keeping values once the document is refused
+  };
+  json j = json::parse(text, cb, /*allow_exceptions=*/false);
+  if (too_deep)
+    return corrupt_data("'" + path + "' nests JSON deeper than " + std::to_string(kMaxJsonDepth) +
+                        " levels, which Tessera never writes");
+  if (j.is_discarded()) return corrupt_data("'" + path + "' is not valid JSON");
+  return j;
+}
+
 nlohmann::json manifest_to_json(const Manifest& m) {
   json shards = json::array();
   for (const auto& s : m.shards) shards.push_back({{"rank", s.rank}, {"file", s.file}, {"bytes", s.bytes}});
@@ -280,14 +356,14 @@ Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& 
     Manifest m;
     if (string_field(j, "format", path) != kFormatName)
       fail(path, "'format' is not '" + std::string(kFormatName) + "'");
-    m.version = static_cast<int>(int_field(j, "version", path, 1));
+    m.version = rank_field(j, "version", path, 1);
     if (m.version > kFormatVersion) {
       return invalid_argument(path + ": checkpoint format version " + std::to_string(m.version) +
                               " is newer than this build supports (" + std::to_string(kFormatVersion) +
                               "); load it with a newer Tessera");
     }
     m.step = int_field(j, "step", path);
-    m.world_size = static_cast<int>(int_field(j, "world_size", path, 1));
+    m.world_size = rank_field(j, "world_size", path, 1);
     const json& shards = field(j, "shards", path);
     if (!shards.is_array()) fail(path, "'shards' must be an array");
     for (const auto& s : shards) m.shards.push_back(shard_from_json(s, path + ", shard", false));
@@ -302,21 +378,37 @@ Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& 
     if (!m.state.is_object()) fail(path, "'state' must be an object");
     m.tensors = entries_from_json_or_throw(field(j, "tensors", path), path);
     std::map<std::string_view, int> seen;
+    std::vector<FileSpan> spans;  // every stored piece's bytes, to find pieces sharing bytes
     for (auto& e : m.tensors) {
       std::sort(e.pieces.begin(), e.pieces.end(),
                 [](const TensorPiece& a, const TensorPiece& b) { return a.global_offset < b.global_offset; });
-      if (seen[e.key]++) fail(path, "tensor '" + e.key + "' is listed twice");
-      for (const auto& p : e.pieces) {
-        if (p.rank >= m.world_size || m.shards[p.rank].file != p.file)
-          fail(path, "tensor '" + e.key + "' has a piece in '" + p.file + "' (rank " + std::to_string(p.rank) +
-                         ") that is not in the shard list");
-        int64_t end = p.offset_in_file + p.numel * static_cast<int64_t>(dtype_size(e.dtype));
-        if (end > m.shards[p.rank].bytes)
-          fail(path, "tensor '" + e.key + "' has a piece ending at byte " + std::to_string(end) + " of '" + p.file +
-                         "', past its recorded size " + std::to_string(m.shards[p.rank].bytes));
-      }
+      if (seen[e.key]++) fail(path, "tensor " + printable(e.key) + " is listed twice");
+      // Element ranges first (no sum below can overflow once they are inside the tensor).
       Status s = validate_coverage(e, path);
       if (!s.ok()) return corrupt_data(s.message() + fix);
+      const int64_t esize = static_cast<int64_t>(dtype_size(e.dtype));
+      for (const auto& p : e.pieces) {
+        if (p.rank >= m.world_size)
+          fail(path, "tensor " + printable(e.key) + " has a piece of rank " + std::to_string(p.rank) +
+                         ", but only ranks 0.." + std::to_string(m.world_size - 1) + " saved this checkpoint");
+        const int64_t bytes = p.numel * esize;  // <= the tensor's byte size, which fits
+        const int64_t file_bytes = m.shards[p.rank].bytes;
+        if (p.offset_in_file > file_bytes || bytes > file_bytes - p.offset_in_file)
+          fail(path, "tensor " + printable(e.key) + " has a piece at bytes [" + std::to_string(p.offset_in_file) +
+                         ", +" + std::to_string(bytes) + ") of '" + p.file + "', past its recorded size " +
+                         std::to_string(file_bytes));
+        if (bytes > 0) spans.push_back({p.rank, p.offset_in_file, p.offset_in_file + bytes, &e});
+      }
+    }
+    std::sort(spans.begin(), spans.end(), [](const FileSpan& a, const FileSpan& b) {
+      return std::tie(a.rank, a.begin) < std::tie(b.rank, b.begin);
+    });
+    for (size_t i = 1; i < spans.size(); ++i) {
+      const FileSpan &a = spans[i - 1], &b = spans[i];
+      if (a.rank == b.rank && b.begin < a.end)
+        fail(path, "pieces of tensors " + printable(a.entry->key) + " and " + printable(b.entry->key) +
+                       " share bytes [" + std::to_string(b.begin) + ", " + std::to_string(std::min(a.end, b.end)) +
+                       ") of '" + shard_file_name(a.rank) + "'; each piece must have bytes of its own");
     }
     return m;
   } catch (const ParseError& e) {

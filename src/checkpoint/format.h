@@ -23,6 +23,9 @@ inline constexpr int kFormatVersion = 1;
 inline constexpr std::string_view kManifestFile = "manifest.json";
 inline constexpr std::string_view kCompleteFile = "COMPLETE";
 inline constexpr int64_t kPieceAlignment = 64;  // bytes; lets a later loader mmap or use O_DIRECT
+// Limits on what a manifest may describe; a manifest is untrusted data (it may be damaged or hostile).
+inline constexpr size_t kMaxDims = 16;       // dimensions of a global shape
+inline constexpr int kMaxJsonDepth = 64;     // nesting of manifest.json (Tessera writes about 6)
 
 // One stored range of a tensor: elements [global_offset, global_offset + numel) of the flattened
 // global tensor live in `file` at byte `offset_in_file`.
@@ -68,6 +71,12 @@ std::string shard_file_name(int rank);
 
 Result<DType> parse_dtype_name(std::string_view name);
 int64_t shape_numel(const std::vector<int64_t>& shape);
+// The element count of `shape`, or -1 when a dimension is negative or the count -- or the count
+// times `elem_bytes` -- does not fit in int64 (a manifest's shape must pass this before use).
+int64_t checked_shape_numel(const std::vector<int64_t>& shape, size_t elem_bytes = 1);
+// True for exactly "shard_<rank>.bin", the only file name a piece or shard record may give: a
+// manifest must never make a reader open anything outside its checkpoint directory.
+bool is_shard_file_name(std::string_view name, int rank);
 uint64_t checksum_bytes(const void* data, size_t bytes);
 
 // Combines entries that share a key (pieces from different ranks) and checks that they agree on
@@ -80,6 +89,11 @@ nlohmann::json entries_to_json(const std::vector<TensorEntry>& entries);
 Result<std::vector<TensorEntry>> entries_from_json(const nlohmann::json& j, std::string_view where);
 nlohmann::json shard_record_to_json(const ShardRecord& record);
 Result<ShardRecord> shard_record_from_json(const nlohmann::json& j);
+
+// Parses JSON text (a manifest, or a file next to one), refusing nesting deeper than kMaxJsonDepth:
+// later recursive walks of the document (dump, comparison) must not overflow the stack on a hostile
+// file. corrupt_data naming `path` when the text is invalid or too deep.
+Result<nlohmann::json> parse_json_limited(const std::string& text, const std::string& path);
 
 nlohmann::json manifest_to_json(const Manifest& m);
 // Parses and fully validates a manifest; `path` names the file in error messages.

@@ -46,7 +46,7 @@ std::vector<std::string> config_differences(const nlohmann::json& saved, const n
   return out;
 }
 
-Result<CheckpointReader> open_checkpoint(const std::string& path) {
+Result<Manifest> read_manifest(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
     return not_found("checkpoint directory '" + path +
@@ -65,21 +65,30 @@ Result<CheckpointReader> open_checkpoint(const std::string& path) {
       return not_found("checkpoint '" + path + "' has no " + std::string(kManifestFile) + kUseAnother);
     return text.status();
   }
-  auto j = nlohmann::json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return corrupt_data("'" + manifest_path + "' is not valid JSON" + kUseAnother);
-  CheckpointReader reader;
-  reader.path_ = path;
-  TS_ASSIGN_OR_RETURN(reader.manifest_, manifest_from_json(j, manifest_path));
-  for (size_t i = 0; i < reader.manifest_.tensors.size(); ++i) reader.index_[reader.manifest_.tensors[i].key] = i;
-
+  auto j = parse_json_limited(text.value(), manifest_path);
+  if (!j.ok()) return corrupt_data(j.status().message() + kUseAnother);
+  TS_ASSIGN_OR_RETURN(Manifest m, manifest_from_json(j.value(), manifest_path));
   int64_t dir_step;
-  if (parse_step_dir_name(dir.filename().string(), &dir_step) && dir_step != reader.manifest_.step) {
-    return corrupt_data("'" + manifest_path + "' is for step " + std::to_string(reader.manifest_.step) +
+  if (parse_step_dir_name(dir.filename().string(), &dir_step) && dir_step != m.step) {
+    return corrupt_data("'" + manifest_path + "' is for step " + std::to_string(m.step) +
                         " but its directory is named for step " + std::to_string(dir_step) +
                         "; directories must not be renamed or mixed up, restore the original checkpoint");
   }
+  return m;
+}
+
+Result<CheckpointReader> open_checkpoint(const std::string& path) {
+  CheckpointReader reader;
+  reader.path_ = path;
+  TS_ASSIGN_OR_RETURN(reader.manifest_, read_manifest(path));
+  for (size_t i = 0; i < reader.manifest_.tensors.size(); ++i) reader.index_[reader.manifest_.tensors[i].key] = i;
+  const fs::path dir(path);
   for (const ShardRecord& s : reader.manifest_.shards) {
     const std::string file = (dir / s.file).string();
+    // A FIFO or device under a shard's name would block or stream forever: only plain files.
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(file, ec)) && !fs::is_regular_file(file, ec))
+      return corrupt_data("'" + file + "' is not a regular file" + kUseAnother);
     auto f = ReadOnlyFile::open(file);
     if (!f.ok()) {
       if (f.status().code() == StatusCode::not_found)
@@ -107,11 +116,10 @@ Status CheckpointReader::read(std::string_view key, int64_t global_offset, int64
     return not_found("checkpoint '" + path_ + "' has no tensor '" + std::string(key) +
                      "'; the model being loaded differs from the saved one: use a matching config");
   }
-  const int64_t total = shape_numel(e->global_shape);
-  if (global_offset < 0 || numel < 0 || global_offset + numel > total) {
-    return invalid_argument("read of tensor '" + e->key + "': range [" + std::to_string(global_offset) + ", " +
-                            std::to_string(global_offset + numel) + ") is outside its " + std::to_string(total) +
-                            " elements");
+  const int64_t total = shape_numel(e->global_shape);  // validated when the manifest was read
+  if (global_offset < 0 || numel < 0 || global_offset > total || numel > total - global_offset) {
+    return invalid_argument("read of tensor '" + e->key + "': range [" + std::to_string(global_offset) + ", +" +
+                            std::to_string(numel) + ") is outside its " + std::to_string(total) + " elements");
   }
   const int64_t end = global_offset + numel;
   const size_t esize = dtype_size(e->dtype);

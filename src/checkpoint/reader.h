@@ -51,6 +51,11 @@ class CheckpointReader {
 // Opens <path> (a step_<%08d> directory, e.g. find_latest_complete(run_dir)->path).
 Result<CheckpointReader> open_checkpoint(const std::string& path);
 
+// The first half of open_checkpoint: the COMPLETE marker and the fully validated manifest of the
+// checkpoint directory <path>, without looking at the shard files (`tessera checkpoint inspect`
+// checks those itself, to name every damaged piece rather than stop at the first bad file).
+Result<Manifest> read_manifest(const std::string& path);
+
 // The differing fields of two config objects, as "field a vs b" strings (empty when equal).
 std::vector<std::string> config_differences(const nlohmann::json& saved, const nlohmann::json& expected);
 

@@ -9,39 +9,9 @@
 namespace tessera::checkpoint {
 namespace {
 namespace fs = std::filesystem;
-using testing::iota_floats;
-using testing::ScratchDir;
+using testing::DamagedCheckpoint;
 using testing::slurp;
 using testing::spit;
-
-// A two-rank checkpoint of tensors "a" (rank 0) and "b" (split over ranks 0 and 1) at step 5.
-class DamagedCheckpoint : public ::testing::Test {
- protected:
-  void SetUp() override {
-    a_ = iota_floats(32, 0.f);
-    b_ = iota_floats(48, 100.f);
-    CheckpointTarget t = checkpoint_target(run_.str(), 5);
-    CheckpointWriter w0(t, 0), w1(t, 1);
-    ASSERT_TRUE(w0.add("a", DType::f32, {4, 8}, 0, 32, a_.data()).ok());
-    ASSERT_TRUE(w0.add("b", DType::f32, {6, 8}, 0, 20, b_.data()).ok());
-    ASSERT_TRUE(w1.add("b", DType::f32, {6, 8}, 20, 28, b_.data() + 20).ok());
-    ASSERT_TRUE(w0.write_shard().ok());
-    ASSERT_TRUE(w1.write_shard().ok());
-    config_ = {{"arch", "gpt2"}, {"n_layer", 2}, {"d_model", 64}, {"attn", {{"n_head", 4}}}};
-    ASSERT_TRUE(write_manifest(t, {w0.record(), w1.record()}, config_, {{"step", 5}}).ok());
-    ASSERT_TRUE(finalize(t).ok());
-    dir_ = t.final_dir();
-  }
-  fs::path file(const char* name) const { return fs::path(dir_) / name; }
-  const TensorPiece& piece(const CheckpointReader& r, const char* key, size_t i) const {
-    return r.find(key)->pieces.at(i);
-  }
-
-  ScratchDir run_;
-  std::vector<float> a_, b_;
-  nlohmann::json config_;
-  std::string dir_;
-};
 
 TEST_F(DamagedCheckpoint, FlippedByteIsAChecksumErrorNamingFileAndKey) {
   int64_t offset;

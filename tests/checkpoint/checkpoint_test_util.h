@@ -1,5 +1,6 @@
-// Helpers for the checkpoint tests: a scratch run directory removed afterwards (../test_util.h), and one-call
-// saves that go through the same write_shard / write_manifest / finalize steps a trainer uses.
+// Helpers for the checkpoint tests: a scratch run directory removed afterwards (../test_util.h), one-call
+// saves that go through the same write_shard / write_manifest / finalize steps a trainer uses, and a
+// two-rank checkpoint fixture for the tests that damage one.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -41,5 +42,34 @@ inline Status save_single(const std::string& run_dir, int64_t step,
 
 inline std::string slurp(const std::filesystem::path& p) { return tessera::testing::read_file(p); }
 inline void spit(const std::filesystem::path& p, const std::string& s) { tessera::testing::write_file(p, s); }
+
+// A two-rank checkpoint of tensors "a" (rank 0) and "b" (split over ranks 0 and 1) at step 5.
+class DamagedCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = iota_floats(32, 0.f);
+    b_ = iota_floats(48, 100.f);
+    CheckpointTarget t = checkpoint_target(run_.str(), 5);
+    CheckpointWriter w0(t, 0), w1(t, 1);
+    ASSERT_TRUE(w0.add("a", DType::f32, {4, 8}, 0, 32, a_.data()).ok());
+    ASSERT_TRUE(w0.add("b", DType::f32, {6, 8}, 0, 20, b_.data()).ok());
+    ASSERT_TRUE(w1.add("b", DType::f32, {6, 8}, 20, 28, b_.data() + 20).ok());
+    ASSERT_TRUE(w0.write_shard().ok());
+    ASSERT_TRUE(w1.write_shard().ok());
+    config_ = {{"arch", "gpt2"}, {"n_layer", 2}, {"d_model", 64}, {"attn", {{"n_head", 4}}}};
+    ASSERT_TRUE(write_manifest(t, {w0.record(), w1.record()}, config_, {{"step", 5}}).ok());
+    ASSERT_TRUE(finalize(t).ok());
+    dir_ = t.final_dir();
+  }
+  std::filesystem::path file(const char* name) const { return std::filesystem::path(dir_) / name; }
+  const TensorPiece& piece(const CheckpointReader& r, const char* key, size_t i) const {
+    return r.find(key)->pieces.at(i);
+  }
+
+  ScratchDir run_;
+  std::vector<float> a_, b_;
+  nlohmann::json config_;
+  std::string dir_;
+};
 
 }  // namespace tessera::checkpoint::testing
