@@ -31,6 +31,7 @@ struct ParamServer::Slot {
   int64_t step = 0;      // steps it has completed (pushed)
   PushHeader push;
   std::vector<float> grads;  // the received gradient range
+  std::vector<uint8_t> wire;  // the received compressed push (with a compressor)
   std::unique_ptr<Work> recv_header, recv_data;
   int64_t applied_version = 0;  // this server's version once its push was applied
   double last_heard = 0;
@@ -41,12 +42,18 @@ struct ParamServer::Slot {
 
 ParamServer::ParamServer(const PsRoles& roles, int index, Communicator& servers,
                          std::vector<std::unique_ptr<Communicator>> links, ParamStore& store,
-                         const AdamWConfig& optim)
+                         const AdamWConfig& optim, const CompressionConfig& compression)
     : roles_(roles), index_(index), servers_(servers), links_(std::move(links)), store_(store),
       range_(roles.shard(index, store.numel())), opt_(store.layout(), optim, range_.begin, range_.end) {
+  push_bytes_ = range_.numel() * static_cast<int64_t>(sizeof(float));
+  if (compression.kind != CompressionKind::none) {
+    compressor_ = make_compressor(compression);
+    push_bytes_ = compressor_->payload_bytes(range_.numel());
+  }
   for (int w = 0; w < roles_.workers; ++w) {
     auto s = std::make_unique<Slot>();
     s->grads.resize(static_cast<size_t>(range_.numel()));
+    if (compressor_) s->wire.resize(static_cast<size_t>(push_bytes_));
     s->out.resize(static_cast<size_t>(range_.numel()));
     slots_.push_back(std::move(s));
   }
@@ -85,7 +92,9 @@ void ParamServer::post(int w) {
   Slot& s = *slots_[static_cast<size_t>(w)];
   Communicator& link = *links_[static_cast<size_t>(w)];
   s.recv_header = std::make_unique<Work>(link.recv_async(&s.push, sizeof(PushHeader), DType::u8, 0, kPushHeaderTag));
-  s.recv_data = std::make_unique<Work>(link.recv_async(s.grads.data(), range_.numel(), DType::f32, 0, kPushDataTag));
+  s.recv_data = std::make_unique<Work>(
+      compressor_ ? link.recv_async(s.wire.data(), push_bytes_, DType::u8, 0, kPushDataTag)
+                  : link.recv_async(s.grads.data(), range_.numel(), DType::f32, 0, kPushDataTag));
   s.posted = true;
 }
 
@@ -100,10 +109,14 @@ Result<bool> ParamServer::poll(int w) {
       return Status(st.code(), "parameter server " + std::to_string(index_) + ": the push of " + worker_name(w) +
                                    " after its step " + std::to_string(s.step) + " failed: " + st.message());
   }
-  if (s.push.payload_bytes != range_.numel() * static_cast<int64_t>(sizeof(float)))
+  if (s.push.payload_bytes != push_bytes_)
     return internal_error("parameter server " + std::to_string(index_) + ": " + worker_name(w) + " pushed " +
-                          std::to_string(s.push.payload_bytes) + " bytes for a shard of " +
-                          std::to_string(range_.numel()) + " floats (workers and servers built different models?)");
+                          std::to_string(s.push.payload_bytes) + " bytes where " + std::to_string(push_bytes_) +
+                          " were expected (workers and servers built different models or compressors?)");
+  if (compressor_) {  // decompressed once, here: the sync average and the async update read `grads`
+    std::fill(s.grads.begin(), s.grads.end(), 0.f);
+    compressor_->accumulate(s.wire.data(), range_.numel(), 1.f, s.grads.data());
+  }
   ++s.step;
   s.last_heard = now_s();
   return true;

@@ -29,6 +29,7 @@
 #include "comm/communicator.h"
 #include "model/param_layout.h"
 #include "optim/adamw.h"
+#include "parallel/compression.h"
 #include "parallel/gradient_sync.h"
 #include "parallel/param_server_protocol.h"
 
@@ -53,8 +54,10 @@ class ParamServer final : public GradientSync {
   // index: this server's index (0..S-1); servers: the group of server ranks (norm exchange);
   // links: every worker's link (make_ps_links). store: the whole model's layout (only the shard is
   // kept up to date); AdamW covers the shard.
+  // compression: what the workers compress their pushes with (none: f32 gradient ranges).
   ParamServer(const PsRoles& roles, int index, Communicator& servers,
-              std::vector<std::unique_ptr<Communicator>> links, ParamStore& store, const AdamWConfig& optim);
+              std::vector<std::unique_ptr<Communicator>> links, ParamStore& store, const AdamWConfig& optim,
+              const CompressionConfig& compression = {});
   ~ParamServer() override;
 
   std::string_view name() const override { return "param_server"; }
@@ -100,6 +103,8 @@ class ParamServer final : public GradientSync {
   AdamW opt_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<float> sum_;  // sync: the averaged gradient of the shard
+  std::unique_ptr<Compressor> compressor_;  // null: pushes arrive as f32
+  int64_t push_bytes_ = 0;                  // bytes of one worker's push of this shard
   double last_norm_ = 0;
   ParamServerOptions o_;
   std::FILE* log_ = nullptr;

@@ -17,12 +17,18 @@ double now_s() {
 ParamServerWorker::ParamServerWorker(const PsRoles& roles, PsConsistency consistency,
                                      std::unique_ptr<Communicator> link, Communicator& workers,
                                      std::unique_ptr<Communicator> solo, ParamStore& store, const AdamWConfig& optim,
-                                     float grad_clip)
+                                     float grad_clip, const CompressionConfig& compression)
     : roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), workers_(workers),
       solo_(std::move(solo)), store_(store),
       step_count_(store.layout(), optim, 0, 0), grad_clip_(grad_clip),
       push_(static_cast<size_t>(roles.servers)), reply_(static_cast<size_t>(roles.servers)) {
   for (int s = 0; s < roles.servers; ++s) ranges_.push_back(roles.shard(s, store.numel()));
+  if (compression.kind == CompressionKind::none) return;
+  compressor_ = make_compressor(compression);
+  for (const FlatRange& r : ranges_) {
+    residual_.emplace_back(static_cast<size_t>(r.numel()), 0.f);
+    wire_.emplace_back(static_cast<size_t>(compressor_->payload_bytes(r.numel())));
+  }
 }
 
 std::string ParamServerWorker::server_name(int s) const {
@@ -60,7 +66,9 @@ Status ParamServerWorker::broadcast_parameters() {
                                       kReplyHeaderTag));
     recvs_.push_back(link_.recv_async(store_.params() + r.begin, r.numel(), DType::f32, 1 + s, kReplyDataTag));
   }
-  return wait_replies("the initial parameters");
+  TS_RETURN_IF_ERROR(wait_replies("the initial parameters"));
+  pulled_bytes_ = 0;  // traffic counts the steps' pulls only
+  return Status::ok_status();
 }
 
 Status ParamServerWorker::finish() {
@@ -70,13 +78,23 @@ Status ParamServerWorker::finish() {
   for (int s = 0; s < roles_.servers; ++s) {
     const FlatRange& r = ranges_[static_cast<size_t>(s)];
     PushHeader& h = push_[static_cast<size_t>(s)];
-    h = PushHeader{version_, local_clip ? 1 : 0, r.numel() * static_cast<int64_t>(sizeof(float)), 0};
+    const float* g = store_.grads() + r.begin;
+    const void* payload = g;
+    int64_t bytes = r.numel() * static_cast<int64_t>(sizeof(float));
+    if (compressor_) {  // error feedback: the residual carries what this push drops into the next
+      std::vector<uint8_t>& wire = wire_[static_cast<size_t>(s)];
+      compressor_->compress(g, r.numel(), residual_[static_cast<size_t>(s)].data(), wire.data());
+      payload = wire.data();
+      bytes = static_cast<int64_t>(wire.size());
+    }
+    h = PushHeader{version_, local_clip ? 1 : 0, bytes, 0};
     // Post the answer's receives first: the server may answer as soon as the push lands.
     recvs_.push_back(link_.recv_async(&reply_[static_cast<size_t>(s)], sizeof(ReplyHeader), DType::u8, 1 + s,
                                       kReplyHeaderTag));
     recvs_.push_back(link_.recv_async(store_.params() + r.begin, r.numel(), DType::f32, 1 + s, kReplyDataTag));
     sends_.push_back(link_.send_async(&h, sizeof(PushHeader), DType::u8, 1 + s, kPushHeaderTag));
-    sends_.push_back(link_.send_async(store_.grads() + r.begin, r.numel(), DType::f32, 1 + s, kPushDataTag));
+    sends_.push_back(compressor_ ? link_.send_async(payload, bytes, DType::u8, 1 + s, kPushDataTag)
+                                 : link_.send_async(g, r.numel(), DType::f32, 1 + s, kPushDataTag));
     pushed_bytes_ += static_cast<uint64_t>(h.payload_bytes);
   }
   return Status::ok_status();

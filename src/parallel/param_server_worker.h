@@ -3,6 +3,8 @@
 // answers, which land straight in the parameter buffer (the servers' updated ranges). In the
 // asynchronous modes the worker clips its own gradient by its own norm before pushing (no server
 // sees the whole of it); in sync mode the servers clip by the norm of the averaged gradient.
+// With a compressor (bf16, topk, onebit: compression.h) each push is compressed with error feedback,
+// one residual per server range; the answers (parameters) always travel in f32.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,6 +13,7 @@
 #include "comm/communicator.h"
 #include "model/param_layout.h"
 #include "optim/adamw.h"
+#include "parallel/compression.h"
 #include "parallel/gradient_sync.h"
 #include "parallel/param_server_protocol.h"
 
@@ -21,9 +24,10 @@ class ParamServerWorker final : public GradientSync {
   // link: this worker's link (it is rank 0, server s rank 1 + s); workers: every worker rank (the
   // loss average and the replica check in sync mode). grad_clip: max norm for the async modes' local
   // clipping (0 = off). solo: a group of this rank alone (async modes; see solo()), may be null.
+  // compression: none, bf16, topk or onebit (PowerSGD needs matrix shapes: not for pushes).
   ParamServerWorker(const PsRoles& roles, PsConsistency consistency, std::unique_ptr<Communicator> link,
-                    Communicator& workers, std::unique_ptr<Communicator> solo,
-                    ParamStore& store, const AdamWConfig& optim, float grad_clip);
+                    Communicator& workers, std::unique_ptr<Communicator> solo, ParamStore& store,
+                    const AdamWConfig& optim, float grad_clip, const CompressionConfig& compression = {});
 
   std::string_view name() const override { return "param_server_worker"; }
   // Receives the initial (or resumed) parameters from every server.
@@ -66,6 +70,9 @@ class ParamServerWorker final : public GradientSync {
   AdamW step_count_;
   float grad_clip_;
   std::vector<FlatRange> ranges_;
+  std::unique_ptr<Compressor> compressor_;           // null: pushes are the f32 gradient range
+  std::vector<std::vector<float>> residual_;         // per server: what compression dropped so far
+  std::vector<std::vector<uint8_t>> wire_;           // per server: the compressed push
   std::vector<PushHeader> push_;
   std::vector<ReplyHeader> reply_;
   std::vector<Work> sends_, recvs_;

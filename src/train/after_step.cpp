@@ -147,6 +147,8 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   return last;
 }
 
+Status save_run_checkpoint(TrainingRun& run, bool last) { return save_checkpoint(run, last); }
+
 Result<TrainSummary> finish_training(TrainingRun& run) {
   TrainSummary& s = run.summary;
   const RunClock& c = run.clock;

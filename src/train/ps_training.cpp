@@ -2,6 +2,7 @@
 #include "train/ps_training.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "model/hf_weights.h"
 #include "parallel/param_server.h"
@@ -46,6 +47,17 @@ Communicator& step_stats_group(TrainingRun& run) {
   return worker && worker->solo() ? *worker->solo() : run.grid->world();
 }
 
+void report_param_server_traffic(TrainingRun& run) {
+  const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());
+  const int64_t steps = run.clock.steps_this_run;
+  if (!worker || !run.lead || run.opts.quiet || steps == 0) return;
+  const double mib = 1048576.0 * static_cast<double>(steps);
+  std::printf("parameter server: pushed %.3f MiB + pulled %.3f MiB per step per worker (%s, %d server(s))\n",
+              static_cast<double>(worker->pushed_bytes()) / mib, static_cast<double>(worker->pulled_bytes()) / mib,
+              run.cfg.ps.consistency.c_str(), run.cfg.ps.servers);
+  std::fflush(stdout);
+}
+
 Status build_param_server(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg.model)));
@@ -82,17 +94,16 @@ Result<TrainSummary> serve_parameters(TrainingRun& run) {
   };
   // The workers' after_step saves with the same collectives over the world; world rank 0 (a worker)
   // writes the manifest and the state (step, data position), each server its shard.
-  o.checkpoint = [&run, &server](int64_t step) {
-    TrainingState state = run.state;
-    state.step = step;
-    AdamW* opt = server.owned_state().front().optimizer;
-    state.adam_steps = opt->steps_taken();
-    const std::vector<CheckpointChunk> chunks{{&run.store(), opt, server.range()}};
-    return save_training_checkpoint(run.world, run.cfg.train.out_dir, run.cfg.model, chunks, state,
-                                    static_cast<int>(run.cfg.train.keep_checkpoints), run.run_json);
+  o.checkpoint = [&run, &server, final_step](int64_t step) {
+    run.state.step = step;
+    run.state.adam_steps = server.owned_state().front().optimizer->steps_taken();
+    return save_run_checkpoint(run, step == final_step);
   };
   // TESSERA_FAULT / planted faults name a server by world rank and a worker step.
-  o.on_step = [&run](int64_t step) { return run.hooks->at(StepPoint::step_begin, step, run.store()); };
+  o.on_step = [&run](int64_t step) {
+    run.heartbeat.beat("train", step);  // tessera launch watches every rank's progress
+    return run.hooks->at(StepPoint::step_begin, step, run.store());
+  };
   o.log_path = cfg.train.out_dir + "/ps_server" + std::to_string(run.grid->coord().dp) + ".jsonl";
   TS_RETURN_IF_ERROR(server.serve(o));
   run.state.step = o.final_step;

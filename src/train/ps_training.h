@@ -38,6 +38,10 @@ Communicator& step_stats_group(TrainingRun& run);
 // the ParamServer over its shard (run.sync).
 Status build_param_server(TrainingRun& run);
 
+// After a worker's last step: the lead prints the parameter-server traffic of this invocation
+// ("parameter server: pushed X MiB + pulled Y MiB per step per worker"); nothing elsewhere.
+void report_param_server_traffic(TrainingRun& run);
+
 // A server rank's whole run: answers the workers until they complete the last step, joining their
 // checkpoints; then the usual end of run.
 Result<TrainSummary> serve_parameters(TrainingRun& run);

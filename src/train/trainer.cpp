@@ -19,6 +19,7 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
     TS_ASSIGN_OR_RETURN(bool stop, after_step(*run, result, lr, start));
     if (stop) break;
   }
+  if (is_param_server_run(cfg)) report_param_server_traffic(*run);
   return finish_training(*run);
 }
 

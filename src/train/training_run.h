@@ -101,6 +101,10 @@ StepStart start_step_clock(const TrainingRun& run);
 // Returns true when the run must stop (last step, or --stop-after reached).
 Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start);
 
+// A checkpoint of run.state, as after_step takes it (synchronous or train.async_checkpoint; last:
+// complete on return). The parameter server's ranks join the workers' saves through it.
+Status save_run_checkpoint(TrainingRun& run, bool last);
+
 // End of the run: summary line, timeline files; marks the run finished.
 Result<TrainSummary> finish_training(TrainingRun& run);
 
