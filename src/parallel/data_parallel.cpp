@@ -16,8 +16,12 @@ double now_s() {
 }
 }  // namespace
 
-DataParallel::DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes)
-    : dp_(dp), store_(store), opt_(store.layout(), optim), tail_(TiedEmbeddingTail::create(dp, store)) {
+DataParallel::DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes,
+                           const CompressionConfig& compression)
+    : dp_(dp), store_(store), opt_(store.layout(), optim),
+      tail_(compression.kind == CompressionKind::none ? TiedEmbeddingTail::create(dp, store) : nullptr) {
+  if (compression.kind != CompressionKind::none && dp.size() > 1)
+    exchange_ = std::make_unique<CompressedExchange>(dp, store.layout(), compression);
   const ParamLayout& layout = store.layout();
   const int64_t start = tail_ ? tail_->end() : 0;  // the tail reduces wte itself
   const int64_t per_bucket = std::max<int64_t>(16, bucket_bytes / static_cast<int64_t>(sizeof(float)));
@@ -50,12 +54,16 @@ void DataParallel::launch(Bucket& b) {
   b.launched = true;
   b.t_launch = now_s();
   b.t_done = 0;
+  if (exchange_) {
+    b.work = exchange_->launch(static_cast<size_t>(&b - buckets_.data()), store_.grads(), b.begin, b.end);
+    return;
+  }
   float* g = store_.grads() + b.begin;
   b.work = dp_.all_reduce_async(g, g, b.end - b.begin, DType::f32, ReduceOp::avg);
 }
 
 void DataParallel::on_layer_ready(int layer) {
-  if (!sync_ || dp_.size() == 1) return;
+  if (!sync_ || dp_.size() == 1 || (exchange_ && !exchange_->per_bucket())) return;
   if (tail_ && layer == tail_->head_layer()) tail_->on_head_ready();
   // MPI progresses non-blocking collectives only inside MPI calls: poke the ones in flight.
   for (Bucket& b : buckets_)
@@ -70,6 +78,12 @@ void DataParallel::on_layer_ready(int layer) {
 Status DataParallel::finish() {
   if (dp_.size() == 1) return Status::ok_status();
   const double t0 = now_s();
+  if (exchange_ && !exchange_->per_bucket()) {  // PowerSGD: the whole buffer, after the backward
+    const Status s = exchange_->exchange_all(store_.grads());
+    if (trace_) trace_(0, t0, now_s());
+    exposed_wait_s_ += now_s() - t0;
+    return s;
+  }
   Status first_error;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
@@ -78,6 +92,7 @@ Status DataParallel::finish() {
     if (b.t_done == 0) b.t_done = now_s();
     if (trace_) trace_(i, b.t_launch, b.t_done);
     if (!s.ok() && first_error.ok()) first_error = s;
+    if (exchange_ && s.ok()) exchange_->complete(i, store_.grads(), b.begin, b.end);
     b.launched = false;
   }
   if (tail_ && first_error.ok()) first_error = tail_->finish();

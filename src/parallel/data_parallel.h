@@ -3,6 +3,10 @@
 // communication overlaps the rest of the backward pass. The first GradientSync strategy: every
 // rank owns every gradient and runs AdamW over the whole model.
 //
+// With comm.compression (CompressedExchange, parallel/compression_sync.h) the buckets are compressed
+// and exchanged through it (bf16 / top-k / 1-bit per bucket, PowerSGD over the whole buffer in
+// finish()); the tied embedding then stays in the buckets, so it is compressed too.
+//
 // A tied embedding (wte read by the head too) is left out of the buckets: TiedEmbeddingTail
 // reduces the head's part as soon as the head is done and the embedding's rows sparsely at the end.
 //
@@ -27,6 +31,7 @@
 #include "comm/communicator.h"
 #include "model/param_layout.h"
 #include "optim/adamw.h"
+#include "parallel/compression_sync.h"
 #include "parallel/gradient_sync.h"
 #include "parallel/replica_sync.h"
 #include "parallel/tied_embedding_tail.h"
@@ -36,8 +41,10 @@ namespace tessera {
 class DataParallel final : public ReplicaSync {
  public:
   // dp: the data-parallel group; bucket_bytes: target size of one all-reduce (the last bucket may
-  // be smaller). AdamW (with `optim`) covers the whole flat buffer.
-  DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes);
+  // be smaller). AdamW (with `optim`) covers the whole flat buffer. compression: how the gradients
+  // travel (none = f32 all-reduce).
+  DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes,
+               const CompressionConfig& compression = {});
 
   std::string_view name() const override { return "data_parallel"; }
   // Copies rank 0's parameters to every rank (start of a run).
@@ -80,6 +87,7 @@ class DataParallel final : public ReplicaSync {
   AdamW opt_;
   std::unique_ptr<TiedEmbeddingTail> tail_;  // tied head on this stage: dwte reduced in two parts
   std::vector<Bucket> buckets_;  // in launch order (end of the buffer first)
+  std::unique_ptr<CompressedExchange> exchange_;  // comm.compression != none and dp > 1
   bool sync_ = true;
   double exposed_wait_s_ = 0;
   TraceFn trace_;

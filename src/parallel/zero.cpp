@@ -10,6 +10,7 @@
 
 #include "backend/ops.h"
 #include "comm/agreement.h"
+#include "core/dtype.h"
 #include "core/log.h"
 
 namespace tessera {
@@ -46,8 +47,8 @@ struct ZeroSharded::Unit {
   bool gathering = false, gathered = true;
 };
 
-ZeroSharded::ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage)
-    : dp_(dp), store_(store), stage_(stage), rank_(dp.rank()), size_(dp.size()) {
+ZeroSharded::ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage, bool bf16_grads)
+    : dp_(dp), store_(store), stage_(stage), bf16_grads_(bf16_grads), rank_(dp.rank()), size_(dp.size()) {
   TS_CHECK(stage >= 1 && stage <= 3) << "ZeRO stage " << stage;
   const ParamLayout& layout = store.layout();
   // Units: the layers present, in buffer order.
@@ -222,6 +223,12 @@ void ZeroSharded::launch_reduction(Unit& u) {
   u.reducing = true;
   u.launched = true;
   reducing_.push_back(&u);
+  if (bf16_grads_) {  // in place, front to back: element i's 2 bytes land where elements <= i were read
+    auto* h = reinterpret_cast<uint16_t*>(g);
+    for (int64_t i = 0; i < u.end - u.begin; ++i) h[i] = f32_to_bf16(g[i]);
+    u.reduction = dp_.reduce_scatter_async(h, u.recv, u.slice, DType::bf16, ReduceOp::avg);
+    return;
+  }
   u.reduction = dp_.reduce_scatter_async(g, u.recv, u.slice, DType::f32, ReduceOp::avg);
 }
 
@@ -232,6 +239,12 @@ Status ZeroSharded::complete_reduction(Unit& u) {
   if (trace_) trace_(u.index, u.t_launch, now_s());
   free_recv_.push_back(u.recv);
   if (!s.ok()) return Status(s.code(), "ZeRO gradient reduction of layer " + std::to_string(u.layer) + ": " + s.message());
+  if (bf16_grads_) {  // the slot's first half holds the bf16 slice: widen it in place, back to front
+    const auto* h = reinterpret_cast<const uint16_t*>(u.recv);
+    for (int64_t i = u.slice - 1; i >= 0; --i) u.recv[i] = bf16_to_f32(h[i]);
+    if (stage_ == 1)  // the rest of the unit holds bf16 bits: zero it, so the flat gradient stays finite
+      std::fill(store_.grads() + u.begin, store_.grads() + u.end, 0.0f);
+  }
   if (stage_ == 1) {  // the step's only reduction: the owned slice of the flat gradient holds the average
     std::memcpy(store_.grads() + u.owned.begin, u.recv, static_cast<size_t>(u.slice) * sizeof(float));
   } else {

@@ -45,7 +45,9 @@ class ZeroSharded final : public ReplicaSync {
  public:
   // stage 1..3. The store's layout must have layer_alignment a multiple of zero_layer_alignment(dp.size())
   // and its buffers zero_store_options(stage). `dp` and `store` outlive this object.
-  ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage);
+  // bf16_grads (comm.compression = "bf16"): each unit's gradient is cast to bf16 in place (the flat
+  // buffer's unit is dead after its reduction) and reduce-scattered in bf16: half the bytes.
+  ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage, bool bf16_grads = false);
   ~ZeroSharded() override;
 
   std::string_view name() const override { return "zero"; }
@@ -89,6 +91,7 @@ class ZeroSharded final : public ReplicaSync {
   Communicator& dp_;
   ParamStore& store_;
   int stage_;
+  bool bf16_grads_;
   int rank_, size_;
   std::vector<std::unique_ptr<Unit>> units_;  // in buffer order (embeddings first)
   Buffer accumulators_;                       // stages 2, 3: every unit's owned gradient slice

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "model/param_layout.h"
+#include "parallel/compression.h"
 
 namespace tessera {
 
@@ -181,6 +182,28 @@ Result<int> check_param_server(const RunConfig& cfg, int world_size) {
   return world_size - S;
 }
 
+// comm.compression: where the compressed data-parallel exchange can run (parallel/compression_sync.h).
+Status check_compression(const RunConfig& cfg) {
+  const std::string& c = cfg.comm.compression;
+  TS_RETURN_IF_ERROR(parse_compression(c).status());
+  if (c == "none") return Status::ok_status();
+  const std::string what = "comm.compression = \"" + c + "\"";
+  if (cfg.parallel.zero > 0 && c != "bf16")
+    return invalid_argument(what + " with parallel.zero = " + str(cfg.parallel.zero) +
+                            " is not supported: ZeRO reduce-scatters gradient shards, which only bf16 can sum "
+                            "on the way; use comm.compression = \"bf16\", or parallel.zero = 0");
+  if (cfg.parallel.zero > 0 && cfg.train.precision == "fp16")
+    return invalid_argument(what + " with parallel.zero = " + str(cfg.parallel.zero) + " and train.precision = "
+                            "\"fp16\" is not supported: the loss scaler's overflow check reads the flat gradient, "
+                            "which the bf16 reduction overwrites; use train.precision = \"bf16\", or "
+                            "comm.compression = \"none\"");
+  if (cfg.train.precision == "fp16" && c != "bf16")
+    return invalid_argument(what + " with train.precision = \"fp16\" is not supported: its error-feedback residual "
+                            "would carry loss-scaled (and overflowed) gradients across steps; use train.precision = "
+                            "\"bf16\", or comm.compression = \"bf16\"");
+  return Status::ok_status();
+}
+
 Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
   const int64_t L = cfg.model.n_layer, S = static_cast<int64_t>(pp) * V;
   if (L < S)
@@ -233,6 +256,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));
   TS_RETURN_IF_ERROR(check_sequence_parallel(cfg));
   TS_RETURN_IF_ERROR(check_zero(cfg));
+  TS_RETURN_IF_ERROR(check_compression(cfg));
 
   // The schedule key is read (a config built in code is not checked by the parser) but only used at pp >= 2.
   Result<PipelineScheduleKind> kind = parse_pipeline_schedule(p.schedule);

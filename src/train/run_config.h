@@ -75,6 +75,13 @@ struct ParallelConfig {
   bool sequence_parallel = false;     // shard the norm/dropout activations over tp along the sequence
 };
 
+// [comm]: compression of the data-parallel gradient exchange (parallel/compression.h).
+struct CommConfig {
+  std::string compression = "none";  // "none" | "bf16" | "topk" | "powersgd" | "onebit"
+  double topk_ratio = 0.01;          // topk: fraction of each bucket's elements sent
+  int powersgd_rank = 4;             // powersgd: rank of the P, Q factors
+};
+
 struct RunConfig {
   std::string model_preset = "tiny";  // [model] preset; explicit [model] keys override its values
   ModelConfig model;                  // resolved and validated
@@ -84,6 +91,7 @@ struct RunConfig {
   OptimConfig optim;
   PsConfig ps;
   ParallelConfig parallel;
+  CommConfig comm;
 
   // Fully resolved config as TOML (every key explicit); parsing it gives back an equal RunConfig.
   std::string to_toml() const;

@@ -308,6 +308,20 @@ std::vector<SectionSpec> make_schema() {
            {"staleness", field(&RC::ps, &PsConfig::staleness), kWarn, {at_least(0)},
             "ssp: steps a worker may complete ahead of the slowest worker"},
        }},
+      // Compression changes the averaged gradient (and its error-feedback state is not checkpointed):
+      // a change on --resume leaves the trajectory.
+      {"comm",
+       {
+           {"compression", field(&RC::comm, &CommConfig::compression), kWarn,
+            {one_of({"none", "bf16", "topk", "powersgd", "onebit"})},
+            "data-parallel gradient compression: none, bf16, topk, powersgd or onebit (parallel/compression.h)"},
+           {"topk_ratio", field(&RC::comm, &CommConfig::topk_ratio), kWarn,
+            {holds([](double x) { return x > 0 && x <= 1; }, " must be in (0, 1]", true)},
+            "topk: fraction of each gradient bucket's elements sent"},
+           {"powersgd_rank", field(&RC::comm, &CommConfig::powersgd_rank), kWarn,
+            {at_least(1), holds([](double x) { return x <= 256; }, " is too large (max 256)")},
+            "powersgd: rank r of the P and Q factors of each matrix"},
+       }},
   };
 }
 

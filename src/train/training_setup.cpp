@@ -10,6 +10,7 @@
 #include "comm/agreement.h"
 #include "core/log.h"
 #include "model/hf_weights.h"
+#include "parallel/compression.h"
 #include "parallel/data_parallel.h"
 #include "parallel/model_parallel_sync.h"
 #include "parallel/tensor_parallel.h"
@@ -89,6 +90,12 @@ Status initialise_parameters(const RunConfig& cfg, ParamStore& store) {
   return Status::ok_status();
 }
 
+// comm.* as the data-parallel gradient exchange takes it.
+Result<CompressionConfig> compression_config(const RunConfig& cfg) {
+  TS_ASSIGN_OR_RETURN(CompressionKind kind, parse_compression(cfg.comm.compression));
+  return CompressionConfig{kind, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
+}
+
 // dp x 1 x 1: one replica, data parallelism and gradient accumulation.
 Status build_data_parallel_model(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
@@ -99,11 +106,12 @@ Status build_data_parallel_model(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
   run.model = std::make_unique<Transformer>(mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
   run.model->set_precision(precision);
+  TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   if (is_param_server_run(cfg)) {
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run));
   } else {
     run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
-                                              static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0));
+                                              static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0), compression);
   }
   GradientSync* sync = run.sync.get();
   run.model->set_grad_ready_callback([sync](int layer) { sync->on_layer_ready(layer); });
@@ -142,9 +150,12 @@ Status build_model_parallel(TrainingRun& run) {
   }
   ModelParallelGroups groups{&grid.dp(), &grid.tp(), &grid.pp(), run.embedding_group.get(), lay.sequence_parallel};
   const int64_t bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
+  TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
-    if (zero > 0) return std::make_unique<ZeroSharded>(grid.dp(), store, cfg.optim, zero);
-    return std::make_unique<DataParallel>(grid.dp(), store, cfg.optim, bucket_bytes);
+    if (zero > 0)
+      return std::make_unique<ZeroSharded>(grid.dp(), store, cfg.optim, zero,
+                                           compression.kind == CompressionKind::bf16);
+    return std::make_unique<DataParallel>(grid.dp(), store, cfg.optim, bucket_bytes, compression);
   };
   auto sync = std::make_unique<ModelParallelSync>(groups, chunks, make_part);
   ModelParallelSync* s = sync.get();

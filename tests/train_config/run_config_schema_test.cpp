@@ -156,6 +156,7 @@ std::string legacy_resume_changes(const nlohmann::json& before, const nlohmann::
   const nlohmann::json optim = now.value("optim", nlohmann::json::object());
   for (const auto& [key, value] : optim.items()) check("optim", key);
   for (const char* key : {"consistency", "staleness"}) check("ps", key);  // added with the parameter server
+  for (const char* key : {"compression", "topk_ratio", "powersgd_rank"}) check("comm", key);  // gradient compression
   return changed;
 }
 
