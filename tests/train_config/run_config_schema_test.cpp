@@ -81,6 +81,11 @@ mode = "ps"
 servers = 3
 consistency = "ssp"
 staleness = 5
+
+[comm]
+compression = "bf16"
+topk_ratio = 0.05
+powersgd_rank = 2
 )";
 
 RunConfig parse_ok(const std::string& text, const std::vector<std::string>& overrides = {}) {
