@@ -167,6 +167,10 @@ Result<int> check_param_server(const RunConfig& cfg, int world_size) {
                             "parallel.tp = " + str(p.tp) + ", parallel.pp = " + str(p.pp) + ", parallel.zero = " +
                             str(p.zero) + ": set parallel.tp = 1, parallel.pp = 1 and parallel.zero = 0 (the servers "
                             "already shard the parameters and optimizer state), or parallel.mode = \"allreduce\"");
+  if (cfg.comm.compression == "powersgd")
+    return invalid_argument("parallel.mode = \"ps\" with comm.compression = \"powersgd\" is not supported (a push is a "
+                            "flat range of the parameter buffer, not the matrices PowerSGD factors): use "
+                            "comm.compression = \"bf16\", \"topk\" or \"onebit\"");
   if (cfg.train.precision == "fp16")
     return invalid_argument("parallel.mode = \"ps\" with train.precision = \"fp16\" is not supported (the loss scaler "
                             "would need every worker's overflow verdict each step): use train.precision = \"bf16\"");

@@ -1,10 +1,13 @@
 // Parameter-server runs in the trainer: roles, each role's gradient strategy, the server loop.
 #include "train/ps_training.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
 #include "model/hf_weights.h"
+#include "parallel/compression.h"
 #include "parallel/param_server.h"
 #include "parallel/param_server_worker.h"
 #include "train/lr_schedule.h"
@@ -15,6 +18,12 @@ namespace tessera {
 namespace {
 
 PsRoles roles_of(const RunConfig& cfg) { return PsRoles{cfg.parallel.dp, cfg.ps.servers}; }
+
+// How workers compress their pushes (comm.compression; PowerSGD is refused by plan_parallel_layout).
+Result<CompressionConfig> push_compression(const RunConfig& cfg) {
+  TS_ASSIGN_OR_RETURN(CompressionKind kind, parse_compression(cfg.comm.compression));
+  return CompressionConfig{kind, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
+}
 
 }  // namespace
 
@@ -37,9 +46,10 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run)
   if (consistency != PsConsistency::sync) {
     TS_ASSIGN_OR_RETURN(solo, workers.split(workers.rank(), 0, "solo"));
   }
+  TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
   return std::unique_ptr<GradientSync>(std::make_unique<ParamServerWorker>(
       roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), workers, std::move(solo),
-      run.store(), cfg.optim, cfg.optim.grad_clip));
+      run.store(), cfg.optim, cfg.optim.grad_clip, compression));
 }
 
 Communicator& step_stats_group(TrainingRun& run) {
@@ -52,6 +62,7 @@ void report_param_server_traffic(TrainingRun& run) {
   const int64_t steps = run.clock.steps_this_run;
   if (!worker || !run.lead || run.opts.quiet || steps == 0) return;
   const double mib = 1048576.0 * static_cast<double>(steps);
+  if (isatty(1)) std::printf("\n");  // after the progress line
   std::printf("parameter server: pushed %.3f MiB + pulled %.3f MiB per step per worker (%s, %d server(s))\n",
               static_cast<double>(worker->pushed_bytes()) / mib, static_cast<double>(worker->pulled_bytes()) / mib,
               run.cfg.ps.consistency.c_str(), run.cfg.ps.servers);
@@ -68,8 +79,9 @@ Status build_param_server(TrainingRun& run) {
     TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, cfg.model, store.layout(), store.params()));
   const PsRoles roles = roles_of(cfg);
   TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles));
+  TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
   auto server = std::make_unique<ParamServer>(roles, roles.server_index(run.world.rank()), run.grid->dp(),
-                                              std::move(links), store, cfg.optim);
+                                              std::move(links), store, cfg.optim, compression);
   run.sync = std::move(server);
   return Status::ok_status();
 }
