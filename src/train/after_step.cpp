@@ -9,7 +9,9 @@
 #include "checkpoint/writer.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "train/local_sgd_checkpoint.h"
 #include "train/progress.h"
+#include "train/straggler_report.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 
@@ -28,12 +30,14 @@ Result<double> validation_loss(TrainingRun& run) {
   return static_cast<double>(m);
 }
 
-Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt) {
+Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, const RankStepTime& split) {
   const RunConfig& cfg = run.cfg;
   const int64_t step = run.state.step;
   if (step % std::max<int64_t>(1, cfg.train.log_interval) != 0 && step != cfg.train.steps) return Status::ok_status();
   // Every rank's allocator counters, per category live and peak: one small all-gather on the log steps.
   TS_ASSIGN_OR_RETURN(nlohmann::json mem, gather_memory_stats(step_stats_group(run)));
+  // Every rank's compute / wait / data split of this step (straggler diagnosis).
+  TS_ASSIGN_OR_RETURN(std::vector<RankStepTime> splits, gather_step_times(step_stats_group(run), split));
   if (!run.lead) return Status::ok_status();
   const double tok_s = run.tokens_per_step() / dt;
   const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();
@@ -42,6 +46,7 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt) {
   ev.step = step; ev.loss = r.loss; ev.lr = lr; ev.grad_norm = r.grad_norm; ev.tokens_per_s = tok_s;
   ev.mfu = mfu; ev.mem_mb = mem_mb(); ev.time_s = Timeline::now_s() - run.clock.run_start;
   ev.extra = {{"mem", std::move(mem)}};  // [per world rank] {"parameters": {"live", "peak"}, ..., "total": {...}}
+  ev.extra["step_time"] = step_times_json(splits);  // [per world rank] {"compute_s", "wait_s", "data_s"}
   TS_RETURN_IF_ERROR(run.metrics->log_train(ev));
   if (!run.opts.quiet) {
     const double mean_dt = run.clock.timed_steps ? run.clock.timed_s / run.clock.timed_steps : dt;
@@ -69,6 +74,26 @@ Status evaluate_and_log(TrainingRun& run) {
   return Status::ok_status();
 }
 
+// End of run: every rank's mean split over the timed steps; the lead names the slowest rank (also
+// as a metrics event). Collective over the ranks that take steps.
+Status report_stragglers(TrainingRun& run) {
+  const RunClock& c = run.clock;
+  Communicator& ranks = step_stats_group(run);
+  if (ranks.size() < 2 || c.timed_steps == 0) return Status::ok_status();
+  const double n = static_cast<double>(c.timed_steps);
+  const RankStepTime mine{std::max(0.0, c.timed_s - c.comm_wait_s - c.loader_wait_s) / n, c.comm_wait_s / n,
+                          c.loader_wait_s / n};
+  TS_ASSIGN_OR_RETURN(std::vector<RankStepTime> all, gather_step_times(ranks, mine));
+  if (!run.lead) return Status::ok_status();
+  const StragglerReport report = analyse_stragglers(all);
+  if (!run.opts.quiet) std::printf("stragglers: %s\n", describe(report).c_str());
+  nlohmann::json ev = to_json(report);
+  ev["event"] = "stragglers";
+  ev["step"] = run.state.step;
+  ev["step_time"] = step_times_json(all);
+  return run.metrics->write(ev);
+}
+
 }  // namespace
 
 StepStart start_step_clock(const TrainingRun& run) {
@@ -85,6 +110,7 @@ Status save_checkpoint(TrainingRun& run, bool last) {
   std::vector<CheckpointChunk> chunks;
   for (const OwnedState& o : run.sync->owned_state())
     chunks.push_back({run.stores[static_cast<size_t>(o.chunk)].get(), o.optimizer, o.range});
+  if (run.local_sgd) chunks.front().extra = local_sgd_checkpoint_tensors(*run.local_sgd);
   const FaultInjection* faults = run.faults;
   if (cfg.train.async_checkpoint) {
     AsyncSaveOptions o;
@@ -131,11 +157,16 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     ++c.timed_steps;
     c.loader_wait_s += run.loader->wait_seconds() - start.loader_wait;
     c.exposed_s += run.sync->exposed_wait_s() - start.exposed_wait;
+    c.comm_wait_s += r.comm_wait_s;
   }
+  const double data_s = run.loader->wait_seconds() - start.loader_wait;
+  const RankStepTime split{std::max(0.0, dt - r.comm_wait_s - data_s), r.comm_wait_s, data_s};
+  run.timeline.add_counter("step split (s)", start.t0,
+                           {{"compute", split.compute_s}, {"wait", split.wait_s}, {"data", split.data_s}});
   if (r.skipped && run.lead)
     log_warn("step " + std::to_string(run.state.step) + ": fp16 gradient overflow, update skipped; loss scale now " +
              std::to_string(run.scaler->scale()));
-  TS_RETURN_IF_ERROR(log_step(run, r, lr, dt));
+  TS_RETURN_IF_ERROR(log_step(run, r, lr, dt, split));
 
   const bool last = run.state.step == cfg.train.steps ||
                     (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);
@@ -178,6 +209,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
                 (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
                 100 * s.exposed_comm_fraction, mib_per_step(run.grid->dp(), c.dp_traffic_at_start),
                 mp_traffic.c_str());
+  TS_RETURN_IF_ERROR(report_stragglers(run));
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));
     TS_RETURN_IF_ERROR(run.world.barrier());

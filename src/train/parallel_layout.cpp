@@ -208,6 +208,21 @@ Status check_compression(const RunConfig& cfg) {
   return Status::ok_status();
 }
 
+// Local SGD keeps whole replicas that drift apart between synchronisations: only plain data
+// parallelism (tp = pp = 1, no ZeRO sharding of the optimizer it runs per replica) is supported.
+Status check_local_sgd(const RunConfig& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  if (cfg.train.local_steps > 0 && p.mode != "allreduce")
+    return invalid_argument("train.local_steps = " + str(cfg.train.local_steps) + " (local SGD) averages replicas with "
+                            "all-reduce, but parallel.mode = \"" + p.mode + "\": set parallel.mode = \"allreduce\" or "
+                            "train.local_steps = 0");
+  if (cfg.train.local_steps == 0 || (p.tp == 1 && p.pp == 1 && p.zero == 0)) return Status::ok_status();
+  return invalid_argument("train.local_steps = " + str(cfg.train.local_steps) + " (local SGD) needs whole replicas, "
+                          "but parallel.tp = " + str(p.tp) + ", parallel.pp = " + str(p.pp) + ", parallel.zero = " +
+                          str(p.zero) + " split them: set parallel.tp = 1, parallel.pp = 1 and parallel.zero = 0, or "
+                          "train.local_steps = 0 (synchronous training)");
+}
+
 Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
   const int64_t L = cfg.model.n_layer, S = static_cast<int64_t>(pp) * V;
   if (L < S)
@@ -260,6 +275,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));
   TS_RETURN_IF_ERROR(check_sequence_parallel(cfg));
   TS_RETURN_IF_ERROR(check_zero(cfg));
+  TS_RETURN_IF_ERROR(check_local_sgd(cfg));
   TS_RETURN_IF_ERROR(check_compression(cfg));
 
   // The schedule key is read (a config built in code is not checked by the parser) but only used at pp >= 2.

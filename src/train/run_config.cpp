@@ -416,6 +416,7 @@ Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector
   TS_RETURN_IF_ERROR(apply_section(r, cfg, "ps"));
   TS_RETURN_IF_ERROR(resolve_train(r, cfg));
   TS_RETURN_IF_ERROR(resolve_optim(r, cfg));
+  TS_RETURN_IF_ERROR(apply_section(r, cfg, "outer"));
   TS_RETURN_IF_ERROR(apply_section(r, cfg, "comm"));
   return cfg;
 }

@@ -25,6 +25,7 @@ struct DataConfig {
 
 struct TrainConfig {
   int64_t steps = 100;
+  int64_t local_steps = 0;   // local SGD / DiLoCo: H inner steps between replica syncs; 0 = off
   int64_t batch_tokens = 0;  // global batch in tokens = micro_batch * seq_len * grad_accum * dp
   int64_t micro_batch = 4;   // B per rank per micro-step
   int64_t grad_accum = 1;    // derived: batch_tokens / (micro_batch * seq_len * dp); not a TOML key
@@ -82,6 +83,14 @@ struct CommConfig {
   int powersgd_rank = 4;             // powersgd: rank of the P, Q factors
 };
 
+// [outer]: the outer optimizer of local SGD (train.local_steps >= 1): SGD on the replicas' averaged
+// parameter delta. lr 1, momentum 0 = plain model averaging; DiLoCo uses lr 0.7, momentum 0.9, Nesterov.
+struct OuterConfig {
+  float lr = 1.0f;
+  float momentum = 0.0f;
+  bool nesterov = false;
+};
+
 struct RunConfig {
   std::string model_preset = "tiny";  // [model] preset; explicit [model] keys override its values
   ModelConfig model;                  // resolved and validated
@@ -91,6 +100,7 @@ struct RunConfig {
   OptimConfig optim;
   PsConfig ps;
   ParallelConfig parallel;
+  OuterConfig outer;
   CommConfig comm;
 
   // Fully resolved config as TOML (every key explicit); parsing it gives back an equal RunConfig.

@@ -191,6 +191,7 @@ using MC = ModelConfig;
 using TC = TrainConfig;
 using OC = OptimConfig;
 using PC = ParallelConfig;
+using OU = OuterConfig;
 
 std::vector<SectionSpec> make_schema() {
   return {
@@ -223,6 +224,8 @@ std::vector<SectionSpec> make_schema() {
       {"train",
        {
            {"steps", field(&RC::train, &TC::steps), kOk, {at_least(1)}, "optimizer steps in all"},
+           {"local_steps", field(&RC::train, &TC::local_steps), kWarn, {at_least(0)},
+            "local SGD / DiLoCo: inner steps per replica between parameter-delta averages ([outer]); 0 = off"},
            {"batch_tokens", field(&RC::train, &TC::batch_tokens), kWarn, {}, "global batch; default one micro-step"},
            {"micro_batch", field(&RC::train, &TC::micro_batch), kOk, {at_least(1)}, "B per rank"},
            {"grad_accum", derived(&RC::train, &TC::grad_accum), kOk, {}, "batch_tokens / (B T dp)"},
@@ -321,6 +324,15 @@ std::vector<SectionSpec> make_schema() {
            {"powersgd_rank", field(&RC::comm, &CommConfig::powersgd_rank), kWarn,
             {at_least(1), holds([](double x) { return x <= 256; }, " is too large (max 256)")},
             "powersgd: rank r of the P and Q factors of each matrix"},
+       }},
+      {"outer",
+       {
+           {"lr", field(&RC::outer, &OU::lr), kWarn,
+            {holds([](double x) { return x > 0 && std::isfinite(x); }, " must be > 0", true)},
+            "outer learning rate on the averaged parameter delta (1 = plain averaging)"},
+           {"momentum", field(&RC::outer, &OU::momentum), kWarn,
+            {holds([](double x) { return x >= 0 && x < 1; }, " must be in [0, 1)", true)}, "outer SGD momentum"},
+           {"nesterov", field(&RC::outer, &OU::nesterov), kWarn, {}, "Nesterov outer momentum (DiLoCo)"},
        }},
   };
 }

@@ -15,6 +15,10 @@ void Timeline::add(const std::string& name, const std::string& category, double 
   if (enabled_) events_.push_back({name, category, t0_s, t1_s, tid});
 }
 
+void Timeline::add_counter(const std::string& name, double t_s, std::vector<std::pair<std::string, double>> values) {
+  if (enabled_) counters_.push_back({name, t_s, std::move(values)});
+}
+
 Status Timeline::write_rank_file(const std::string& path) const {
   const std::string file = path + ".rank" + std::to_string(rank_);
   std::ofstream out(file);
@@ -25,6 +29,16 @@ Status Timeline::write_rank_file(const std::string& path) const {
                   "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d},\n",
                   e.name.c_str(), e.cat.c_str(), e.t0 * 1e6, (e.t1 - e.t0) * 1e6, rank_, e.tid);
     out << buf;
+  }
+  for (const Counter& c : counters_) {
+    std::snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":%d,\"args\":{", c.name.c_str(),
+                  c.t * 1e6, rank_);
+    out << buf;
+    for (size_t i = 0; i < c.values.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%s\"%s\":%.6f", i ? "," : "", c.values[i].first.c_str(), c.values[i].second);
+      out << buf;
+    }
+    out << "}},\n";
   }
   return out.good() ? Status::ok_status() : io_error("failed writing timeline " + file);
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -18,6 +19,8 @@ class Timeline {
   static double now_s();
   // tid separates lanes: 0 compute, 1 communication, 2 data.
   void add(const std::string& name, const std::string& category, double t0_s, double t1_s, int tid = 0);
+  // A counter sample ("ph":"C"): Perfetto draws one track per name and rank, a series per value.
+  void add_counter(const std::string& name, double t_s, std::vector<std::pair<std::string, double>> values);
   Status write_rank_file(const std::string& path) const;
   // Rank 0: concatenates the rank files of ranks [0, world) into `path` and removes them.
   static Status merge(const std::string& path, int world);
@@ -31,6 +34,12 @@ class Timeline {
   bool enabled_;
   int rank_;
   std::vector<Event> events_;
+  struct Counter {
+    std::string name;
+    double t;
+    std::vector<std::pair<std::string, double>> values;
+  };
+  std::vector<Counter> counters_;
 };
 
 // RAII span: records [construction, destruction) when the timeline is enabled.

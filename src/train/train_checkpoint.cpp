@@ -112,6 +112,20 @@ Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<
       sources.push_back({"adam_v/" + s.param->name, &s, c.opt->v() + opt_off});
     }
   }
+  // The chunks' extra tensors (local SGD's state) as pieces of their own; reserved: pointed to below.
+  size_t n_extra = 0;
+  for (const CheckpointChunk& c : chunks) n_extra += c.extra.size();
+  std::vector<ParamInfo> extra_info;
+  std::vector<SavedPiece> extra_pieces;
+  extra_info.reserve(n_extra);
+  extra_pieces.reserve(n_extra);
+  for (const CheckpointChunk& c : chunks)
+    for (const ExtraTensor& e : c.extra) {
+      extra_info.push_back(ParamInfo{e.key, {}, 0, e.numel});
+      extra_info.back().global_shape = e.global_shape;
+      extra_pieces.push_back({&extra_info.back(), 0, e.global_offset, e.numel});
+      sources.push_back({e.key, &extra_pieces.back(), e.data});
+    }
   if (snapshot) {  // one allocation, so the pointers handed to the writer stay valid
     size_t total = 0;
     for (const Source& src : sources) total += static_cast<size_t>(src.piece->numel);

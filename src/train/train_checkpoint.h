@@ -23,6 +23,15 @@ struct TrainingState {
   int64_t adam_steps = 0;
 };
 
+// A tensor a gradient strategy saves beside the model's parameters and moments (local SGD's outer
+// and per-replica state): elements [global_offset, global_offset + numel) of the flattened `key`.
+struct ExtraTensor {
+  std::string key;
+  std::vector<int64_t> global_shape;
+  int64_t global_offset = 0, numel = 0;
+  const float* data = nullptr;
+};
+
 // One model chunk a rank saves: its parameters, the optimizer over them (covering `owned`) and the
 // part of its flat buffers it writes (GradientSync::checkpoint_range). A rank holds one chunk, or
 // several under the interleaved pipeline schedule.
@@ -30,6 +39,7 @@ struct CheckpointChunk {
   const ParamStore* store = nullptr;
   AdamW* opt = nullptr;
   FlatRange owned;
+  std::vector<ExtraTensor> extra = {};  // saved with the chunk under their own keys
 };
 
 // A contiguous run of one tensor that a rank saves: flat-buffer elements

@@ -32,6 +32,7 @@ struct StepResult {
   float loss = 0;       // mean over the step's micro-batches and the data-parallel replicas
   float grad_norm = 0;  // global gradient norm before clipping
   bool skipped = false; // fp16: a gradient overflowed, the update was skipped (loss scale halved)
+  double comm_wait_s = 0;  // blocked in the step's collectives: gradient sync, parameter sync, loss average
 };
 
 // step: the 1-based number of the step being taken (for the hooks); grad_clip: max norm (0 = off).

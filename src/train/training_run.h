@@ -15,6 +15,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/local_sgd.h"
 #include "train/async_checkpoint.h"
 #include "train/fault_injection.h"
 #include "train/heartbeat_file.h"
@@ -34,6 +35,7 @@ namespace tessera {
 struct RunClock {
   double run_start = 0;
   double timed_s = 0, loader_wait_s = 0, exposed_s = 0;
+  double comm_wait_s = 0;  // blocked in the steps' collectives (StepResult::comm_wait_s)
   int64_t timed_steps = 0, steps_this_run = 0;
   // traffic_bytes() of the dp, tp and pp communicators when the first step began
   uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;
@@ -73,6 +75,7 @@ struct TrainingRun {
   std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
   std::unique_ptr<Transformer> model;               // dp-only layouts: the one replica
   std::unique_ptr<GradientSync> sync;
+  LocalSgd* local_sgd = nullptr;                    // train.local_steps > 0: `sync` is local SGD
   std::unique_ptr<MicroBatchRunner> runner;
   std::unique_ptr<StepHooks> hooks;  // the FaultInjection below, wrapping the test-only PlantedFault
   FaultInjection* faults = nullptr;  // TESSERA_FAULT (none in normal runs)

@@ -12,9 +12,12 @@
 #include "model/hf_weights.h"
 #include "parallel/compression.h"
 #include "parallel/data_parallel.h"
+#include "parallel/local_sgd.h"
 #include "parallel/model_parallel_sync.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
+#include "checkpoint/catalog.h"
+#include "train/local_sgd_checkpoint.h"
 #include "train/memory_plan.h"
 #include "train/pipeline_runner.h"
 #include "train/planted_fault.h"
@@ -109,6 +112,12 @@ Status build_data_parallel_model(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   if (is_param_server_run(cfg)) {
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run));
+  } else if (cfg.train.local_steps > 0) {
+    auto local = std::make_unique<LocalSgd>(run.grid->dp(), run.store(), cfg.optim,
+                                            LocalSgdConfig{cfg.train.local_steps, cfg.outer.lr, cfg.outer.momentum,
+                                                           cfg.outer.nesterov});
+    run.local_sgd = local.get();
+    run.sync = std::move(local);
   } else {
     run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
                                               static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0), compression);
@@ -196,6 +205,13 @@ Status build_model(TrainingRun& run) {
   return Status::ok_status();
 }
 
+// A resumed local SGD run: the outer and per-replica state of the checkpoint just loaded (the
+// newest complete one: resume sets aside any newer that failed to load).
+Status restore_local_sgd(TrainingRun& run) {
+  TS_ASSIGN_OR_RETURN(auto latest, checkpoint::find_latest_complete(run.cfg.train.out_dir));
+  return restore_local_sgd_state(latest.path, *run.local_sgd);
+}
+
 void print_banner(const TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
@@ -264,6 +280,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(open_loaders(*run));
   TS_RETURN_IF_ERROR(build_model(*run));
   TS_RETURN_IF_ERROR(agree_on(world, prepare_run_directory(*run)));
+  if (run->local_sgd && run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_local_sgd(*run)));
   // Replicas of one stage and shard must hold the same layout.
   uint64_t numel = 0;
   for (const auto& st : run->stores) numel += static_cast<uint64_t>(st->numel());

@@ -36,6 +36,7 @@ seq_len = 24
 
 [train]
 steps = 7
+local_steps = 3
 batch_tokens = 576
 micro_batch = 3
 seed = 42
@@ -81,6 +82,11 @@ mode = "ps"
 servers = 3
 consistency = "ssp"
 staleness = 5
+
+[outer]
+lr = 0.7
+momentum = 0.9
+nesterov = true
 
 [comm]
 compression = "bf16"
@@ -161,6 +167,8 @@ std::string legacy_resume_changes(const nlohmann::json& before, const nlohmann::
   const nlohmann::json optim = now.value("optim", nlohmann::json::object());
   for (const auto& [key, value] : optim.items()) check("optim", key);
   for (const char* key : {"consistency", "staleness"}) check("ps", key);  // added with the parameter server
+  check("train", "local_steps");  // added with local SGD, with its outer optimizer:
+  for (const char* key : {"lr", "momentum", "nesterov"}) check("outer", key);
   for (const char* key : {"compression", "topk_ratio", "powersgd_rank"}) check("comm", key);  // gradient compression
   return changed;
 }
