@@ -205,6 +205,10 @@ Status check_compression(const RunConfig& cfg) {
     return invalid_argument(what + " with train.precision = \"fp16\" is not supported: its error-feedback residual "
                             "would carry loss-scaled (and overflowed) gradients across steps; use train.precision = "
                             "\"bf16\", or comm.compression = \"bf16\"");
+  if (cfg.train.local_steps > 0)
+    return invalid_argument(what + " with train.local_steps = " + str(cfg.train.local_steps) +
+                            " is not supported yet: local SGD averages parameter deltas, not gradients; set "
+                            "comm.compression = \"none\", or train.local_steps = 0");
   return Status::ok_status();
 }
 

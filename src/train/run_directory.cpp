@@ -3,6 +3,7 @@
 // position), setting aside a corrupt one; unfinished saves of a crashed run are removed.
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/reader.h"
@@ -45,40 +46,52 @@ Status load_owned_parts(TrainingRun& run, const std::string& path) {
   return Status::ok_status();
 }
 
+// A checkpoint that cannot be read as saved (bad checksum, truncated or missing shard): the
+// reason to fall back to an older one.
+bool is_damage(const Status& s) {
+  return s.code() == StatusCode::corrupt_data || s.code() == StatusCode::not_found ||
+         s.code() == StatusCode::io_error;
+}
+
 // The newest complete checkpoint that every rank loads. Each rank reads only its own pieces, so
 // a corrupt or truncated shard is found by the ranks that read it: all ranks agree on each
-// attempt, and a checkpoint that failed anywhere is set aside (renamed, never deleted) before the
-// next older one is tried.
+// attempt, and older ones are tried until one loads; then the damaged newer ones are set aside
+// (renamed, never deleted), so the run can save those steps again. When none loads nothing is
+// changed. Any other failure (e.g. a checkpoint of another model) ends the resume on every rank.
 Status resume_latest(TrainingRun& run) {
   const std::string& out_dir = run.cfg.train.out_dir;
   auto listed = checkpoint::list_complete_checkpoints(out_dir, /*warn=*/run.lead);
   if (!listed.ok()) return listed.status();
   if (listed->empty())
     return not_found("--resume: no complete checkpoint in " + out_dir + "/checkpoints; start without --resume");
+  std::vector<std::string> damaged;  // newer than the one that loads; set aside only once one does
   for (auto it = listed->rbegin(); it != listed->rend(); ++it) {
     const Status local = load_owned_parts(run, it->path);
-    int32_t bad = local.ok() ? 0 : 1, any_bad = 0;
-    TS_RETURN_IF_ERROR(run.world.all_reduce(&bad, &any_bad, 1, DType::i32, ReduceOp::max));
-    if (!any_bad) {
-      if (run.lead) {
-        warn_resume_changes(it->path, run.run_json);
-        log_info("resuming from " + it->path + " (step " + std::to_string(run.state.step) + ")");
-      }
-      return run.loader->restore(run.state.loader);
+    // [0]: this rank could not load it; [1]: for a reason other than damage (another model, a
+    // config error): that is the user's to fix, so every rank fails instead of falling back.
+    int32_t bad[2] = {local.ok() ? 0 : 1, local.ok() || is_damage(local) ? 0 : 1}, any_bad[2] = {0, 0};
+    TS_RETURN_IF_ERROR(run.world.all_reduce(bad, any_bad, 2, DType::i32, ReduceOp::max));
+    if (any_bad[1]) return bad[1] ? local : invalid_argument("another rank could not resume (see its message)");
+    if (any_bad[0]) {
+      if (!local.ok()) log_error("cannot load checkpoint " + it->path + ": " + local.message());
+      damaged.push_back(it->path);
+      continue;
     }
-    if (!local.ok()) log_error("cannot load checkpoint " + it->path + ": " + local.message());
-    TS_RETURN_IF_ERROR(run.world.barrier());  // every rank is done reading before it is renamed
+    TS_RETURN_IF_ERROR(run.world.barrier());  // every rank is done reading before anything is renamed
     if (run.lead) {
-      auto aside = checkpoint::set_aside_checkpoint(it->path);
-      const std::string next = std::next(it) != listed->rend() ? std::next(it)->path : "none left";
-      log_warn("checkpoint " + it->path + " failed to load (see the errors above); " +
-               (aside.ok() ? "moved to " + *aside : "could not move it aside: " + aside.status().message()) +
-               "; falling back to the previous checkpoint: " + next);
+      for (const std::string& bad_dir : damaged) {
+        auto aside = checkpoint::set_aside_checkpoint(bad_dir);
+        log_warn("checkpoint " + bad_dir + " is damaged (see the errors above); " +
+                 (aside.ok() ? "moved to " + *aside : "could not move it aside: " + aside.status().message()) +
+                 "; falling back to the previous checkpoint: " + it->path);
+      }
+      warn_resume_changes(it->path, run.run_json);
+      log_info("resuming from " + it->path + " (step " + std::to_string(run.state.step) + ")");
     }
-    TS_RETURN_IF_ERROR(run.world.barrier());
+    return run.loader->restore(run.state.loader);
   }
-  return corrupt_data("--resume: no checkpoint in " + out_dir + "/checkpoints loads (each was set aside as "
-                      "*.corrupt, see the errors above); start a new run");
+  return corrupt_data("--resume: no checkpoint in " + out_dir + "/checkpoints loads (see the errors above); "
+                      "restore one from a backup or start a new run");
 }
 
 // A relaunch (TESSERA_RESUME=auto) before the first checkpoint starts over in the same directory.

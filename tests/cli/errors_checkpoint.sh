@@ -22,17 +22,26 @@ expect_error "resume with no run" "nothing_here" -- tiny_train nothing_here ds t
 mkdir empty_run
 expect_error "resume in an empty directory" "empty_run" -- tiny_train empty_run ds train.steps=6 --resume
 
-# One flipped byte in the newest checkpoint's shard: resume refuses it and changes nothing.
+# One flipped byte in the newest checkpoint's shard: eval and export refuse it; --resume detects it,
+# sets it aside (renamed, not deleted) and continues from the previous checkpoint.
 cp -r run corrupt
 printf 'X' | dd of=corrupt/checkpoints/step_00000004/shard_0.bin bs=1 seek=4000 conv=notrunc status=none
-expect_error "corrupt checkpoint" "checksum|corrupt/checkpoints/step_00000004" -- \
-  tiny_train corrupt ds train.steps=6 --resume
 expect_error "eval of a corrupt checkpoint" "checksum" -- "$TESSERA" eval --run corrupt
 expect_error "export of a corrupt checkpoint" "checksum" -- "$TESSERA" export --run corrupt --out x.safetensors
-# A truncated shard and a broken manifest in a checkpoint.
-cp -r run cut && truncate -s 2000 cut/checkpoints/step_00000004/shard_0.bin
+cp -r corrupt corrupt_only && rm -r corrupt_only/checkpoints/step_00000002
+expect_error "corrupt checkpoint with no older one" "checksum|corrupt_only/checkpoints/step_00000004|loads" -- \
+  tiny_train corrupt_only ds train.steps=6 --resume
+out=$(tiny_train corrupt ds train.steps=6 --resume 2>&1) || fail "resume past a corrupt checkpoint must fall back: $out"
+grep -q "falling back to the previous checkpoint: corrupt/checkpoints/step_00000002" <<<"$out" \
+  || fail "no fallback message: $out"
+grep -q "resuming from corrupt/checkpoints/step_00000002 (step 2)" <<<"$out" || fail "did not resume from step 2: $out"
+[[ -d corrupt/checkpoints/step_00000004.corrupt && -f corrupt/checkpoints/step_00000006/COMPLETE ]] \
+  || fail "the corrupt checkpoint was not set aside, or the run did not finish"
+echo "ok: corrupt checkpoint -> set aside, resumed from step 2"
+# A truncated shard and a broken manifest in the only checkpoint: refused, nothing changed.
+cp -r run cut && rm -r cut/checkpoints/step_00000002 && truncate -s 2000 cut/checkpoints/step_00000004/shard_0.bin
 expect_error "truncated checkpoint" "cut/checkpoints/step_00000004" -- tiny_train cut ds train.steps=6 --resume
-cp -r run badjson && echo '{"format":' >badjson/checkpoints/step_00000004/manifest.json
+cp -r run badjson && rm -r badjson/checkpoints/step_00000002 && echo '{"format":' >badjson/checkpoints/step_00000004/manifest.json
 expect_error "malformed checkpoint manifest" "badjson/checkpoints/step_00000004" -- \
   tiny_train badjson ds train.steps=6 --resume
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Checkpoint I/O benchmark (issue 10), everything in one run on the same disk:
+#   1. raw sequential write with fsync (dd conv=fsync) of as many bytes as one checkpoint: the reference
+#   2. a synchronous checkpoint (every 2nd step) of bench-small (params + AdamW moments, fp32) on 1 and 2 ranks:
+#      bytes / save time, against (1)
+#   3. the same with train.async_checkpoint = true: the training stall (snapshot) against (2)
+#   4. a rank SIGKILLed under `tessera launch`: seconds from its death being detected to the
+#      restarted job's first completed step (restarts.jsonl recovery_s)
+# Writes bench/results/checkpoint_io_<model>.json and prints a table. Usage: bench/checkpoint_io.sh [build_dir] [dir]
+# (dir: where checkpoints are written; default a temp directory on the run directory's disk).
+set -euo pipefail
+BUILD=${1:-build}
+MODEL=${MODEL:-bench-small}  # e.g. MODEL=gpt2 for a 1.5 GB checkpoint
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$HERE/bench/results
+TESSERA=$BUILD/src/cli/tessera
+mkdir -p "$OUT"
+TMP=${2:-$(mktemp -d -p "$HERE")}; trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$TMP"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+"$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null
+train() {  # label np overrides...
+  local label=$1 np=$2; shift 2
+  mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/configs/tiny.toml" --quiet \
+    model.preset="$MODEL" model.vocab_size=256 data.dir="$TMP/kjv" data.seq_len=64 parallel.dp="$np" \
+    train.threads=1 train.micro_batch=1 train.batch_tokens=$((64 * np)) train.steps=6 train.checkpoint_interval=2 \
+    train.keep_checkpoints=1 train.eval_interval=0 train.timeout_s=300 train.out_dir="$TMP/$label" "$@" \
+    > "$TMP/$label.log" 2>&1 || { cat "$TMP/$label.log" >&2; exit 1; }
+}
+for np in 1 2; do
+  echo "== $np rank(s): synchronous, then asynchronous checkpoints every 2nd step" >&2
+  train "sync$np" "$np"
+  train "async$np" "$np" train.async_checkpoint=true
+done
+bytes=$(du -sb "$TMP/sync1/checkpoints/step_00000006" | cut -f1)
+echo "== raw: dd of $bytes bytes with fsync" >&2
+raw=()
+for i in 1 2 3; do
+  s=$(date +%s.%N)
+  dd if=/dev/zero of="$TMP/raw.bin" bs=1M count=$((bytes / 1048576 + 1)) conv=fsync status=none
+  e=$(date +%s.%N); rm -f "$TMP/raw.bin"
+  raw+=("$(echo "$e - $s" | bc -l)")
+done
+echo "== recovery: a rank SIGKILLed at step 6 under tessera launch" >&2
+TESSERA_FAULT=crash:rank=1:step=6 "$TESSERA" launch --max-restarts 1 --grace 2 --heartbeat-timeout 120 --run-dir "$TMP/drill" -- \
+  mpirun --allow-run-as-root --oversubscribe -n 2 "$TESSERA" train --config "$HERE/configs/tiny.toml" --quiet \
+  model.preset=bench-small model.vocab_size=256 data.dir="$TMP/kjv" data.seq_len=64 parallel.dp=2 train.threads=1 \
+  train.micro_batch=1 train.batch_tokens=128 train.steps=8 train.checkpoint_interval=2 train.eval_interval=0 \
+  train.timeout_s=300 train.out_dir="$TMP/drill" > "$TMP/drill.log" 2>&1 \
+  < /dev/null || { cat "$TMP/drill.log" >&2; exit 1; } &
+wait $!
+/usr/bin/python3 - "$TMP" "$bytes" "$OUT/checkpoint_io_$MODEL.json" "${raw[@]}" <<'PY'
+import json, sys
+tmp, nbytes, out, raw = sys.argv[1], int(sys.argv[2]), sys.argv[3], [float(x) for x in sys.argv[4:]]
+def stalls(label):
+    ev = [json.loads(l) for l in open(f"{tmp}/{label}/metrics.jsonl")]
+    s = [e["stall_s"] for e in ev if e.get("event") == "checkpoint"]
+    return s[1:] or s  # the first save also creates directories and warms the page cache
+raw_s = min(raw)
+rows = {}
+for np in (1, 2):
+    sync, asyn = stalls(f"sync{np}"), stalls(f"async{np}")
+    rows[np] = {"sync_s": min(sync), "async_stall_s": min(asyn)}
+    rows[np]["write_mb_s"] = nbytes / rows[np]["sync_s"] / 1e6
+    rows[np]["vs_raw"] = raw_s / rows[np]["sync_s"]
+    rows[np]["async_over_sync"] = rows[np]["async_stall_s"] / rows[np]["sync_s"]
+restarts = [json.loads(l) for l in open(f"{tmp}/drill/launch/restarts.jsonl")]
+recovery = [r.get("recovery_s") for r in restarts if r.get("recovery_s") is not None]
+result = {"checkpoint_bytes": nbytes, "raw_fsync_write_s": raw_s, "raw_mb_s": nbytes / raw_s / 1e6,
+          "ranks": rows, "recovery_s": recovery, "restarts": restarts}
+json.dump(result, open(out, "w"), indent=1)
+print(f"checkpoint (params + AdamW m, v): {nbytes / 1e6:.1f} MB; raw dd+fsync {nbytes / raw_s / 1e6:.0f} MB/s")
+print(f"{'ranks':>5} {'sync save s':>12} {'MB/s':>8} {'vs raw':>7} {'async stall s':>14} {'async/sync':>11}")
+for np, r in rows.items():
+    print(f"{np:>5} {r['sync_s']:>12.4f} {r['write_mb_s']:>8.0f} {r['vs_raw']:>7.2f} {r['async_stall_s']:>14.4f} {r['async_over_sync']:>11.3f}")
+print("recovery (death detected -> first step of the restarted job):", ", ".join(f"{x:.1f} s" for x in recovery))
+PY
