@@ -129,9 +129,14 @@ Status save_checkpoint(TrainingRun& run, bool last) {
   }
   const double stall = Timeline::now_s() - t0;
   run.clock.checkpoint_stall_s += stall;
-  if (run.lead)
-    TS_RETURN_IF_ERROR(run.metrics->write({{"event", "checkpoint"}, {"step", step},
-                                           {"async", cfg.train.async_checkpoint}, {"stall_s", stall}}));
+  if (run.lead) {
+    nlohmann::json ev = {{"event", "checkpoint"}, {"step", step}, {"async", cfg.train.async_checkpoint}, {"stall_s", stall}};
+    if (cfg.train.async_checkpoint) {  // the stall's two parts: the previous save still writing, the copy
+      ev["wait_previous_s"] = run.async_saver.last_wait_s();
+      ev["snapshot_s"] = run.async_saver.last_snapshot_s();
+    }
+    TS_RETURN_IF_ERROR(run.metrics->write(ev));
+  }
   return Status::ok_status();
 }
 

@@ -101,6 +101,8 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   const double t0 = Timeline::now_s();
   const Status previous = wait();
   if (!previous.ok()) log_error("the previous asynchronous checkpoint failed: " + previous.message());
+  const double t1 = Timeline::now_s();
+  last_wait_s_ = t1 - t0;
   uint64_t tag = checkpoint::default_staging_tag();
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
@@ -108,7 +110,7 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_));
   if (options.write_fault.at >= 0)
     writer_->limit_space(static_cast<int64_t>(options.write_fault.at * writer_->pending_bytes()), options.write_fault.kill);
-  last_stall_s_ = Timeline::now_s() - t0;
+  last_snapshot_s_ = Timeline::now_s() - t1;
 
   const int rank = comm.rank(), world = comm.size();
   nlohmann::json config = model_config_json(cfg), st = training_state_json(state, options.run_config);

@@ -48,15 +48,17 @@ class AsyncCheckpointer {
   // outcome on this rank; ok when there is none.
   Status wait();
   bool busy() const { return thread_.joinable(); }
-  // Seconds start() spent waiting for the previous save and taking the snapshot: the training stall.
-  double last_stall_s() const { return last_stall_s_; }
+  // Seconds start() spent waiting for the previous save to finish (saves coming faster than the
+  // disk writes them), and taking the snapshot: together the training stall.
+  double last_wait_s() const { return last_wait_s_; }
+  double last_snapshot_s() const { return last_snapshot_s_; }
 
  private:
   std::thread thread_;
   Status outcome_;                // written by the thread, read after join
   std::vector<float> snapshot_;   // the copied state the thread writes
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;
-  double last_stall_s_ = 0;
+  double last_wait_s_ = 0, last_snapshot_s_ = 0;
 };
 
 }  // namespace tessera
