@@ -2,6 +2,7 @@
 #include "train/fault_injection.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,7 +14,6 @@
 #include "checkpoint/format.h"
 #include "checkpoint/reader.h"
 #include "core/log.h"
-#include "train/timeline.h"
 
 namespace fs = std::filesystem;
 
@@ -86,6 +86,14 @@ Result<Fault> parse_item(std::string_view item) {
   return f;
 }
 
+// CPU time of the calling thread: the rank's own compute, without the time it was descheduled
+// (on oversubscribed cores its peers spin in MPI waits) -- so `slow` stretches what the rank did.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 [[noreturn]] void hang_forever() {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
@@ -136,12 +144,12 @@ Status FaultInjection::at(StepPoint point, int64_t step, ParamStore& store) {
       log_error("injected fault: hang at the start of step " + std::to_string(step));
       hang_forever();
     }
-    step_start_ = Timeline::now_s();
+    step_start_ = thread_cpu_s();
   } else if (point == StepPoint::after_update) {
-    // Stretches the step to `factor` times this rank's own time for it (its peers wait for it in
-    // the next step's communication, as they would for a slower machine).
+    // Stretches the step to `factor` times this rank's own compute for it (its peers wait for it
+    // in the next step's communication, as they would for a slower machine).
     if (const Fault* f = find(FaultKind::slow, step)) {
-      const double took = Timeline::now_s() - step_start_;
+      const double took = thread_cpu_s() - step_start_;
       std::this_thread::sleep_for(std::chrono::duration<double>((f->factor - 1) * took));
     }
   }

@@ -5,7 +5,8 @@
 //   TESSERA_FAULT="crash:rank=2:step=5,corrupt_shard:rank=0:step=10:attempt=1"
 //   crash           SIGKILL itself at the start of step S (a lost rank; no clean-up runs)
 //   hang            stop making progress at the start of step S (peers wait; heartbeats stop)
-//   slow            from step S on, stretch each step to `factor` times its own duration (factor=2)
+//   slow            from step S on, stretch each step to `factor` times its own compute (factor=2;
+//                   measured as the thread's CPU time, so time descheduled does not count)
 //   corrupt_shard   after the checkpoint of step S is complete, flip one byte inside its shard_R.bin
 //   truncate_shard  after the checkpoint of step S is complete, cut its shard_R.bin in half
 //   disk_full       the checkpoint write of step S fails on rank R with "No space left on device"
@@ -65,7 +66,7 @@ class FaultInjection final : public StepHooks {
   std::vector<Fault> faults_;  // this rank's, this attempt's
   int rank_;
   std::unique_ptr<StepHooks> inner_;
-  double step_start_ = 0;
+  double step_start_ = 0;  // thread CPU seconds at the step's start
 };
 
 }  // namespace tessera
