@@ -11,14 +11,9 @@
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=${MODEL:-bench-small}  # e.g. MODEL=gpt2 for a 1.5 GB checkpoint
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$HERE/bench/results
-TESSERA=$BUILD/src/cli/tessera
-mkdir -p "$OUT"
-TMP=${2:-$(mktemp -d -p "$HERE")}; trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$TMP"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-"$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null
+BENCH_TMP=${2:-$(mktemp -d -p "$(cd "$(dirname "$0")/.." && pwd)")}  # on the run directory's disk
+source "$(dirname "$0")/lib.sh"
 train() {  # label np overrides...
   local label=$1 np=$2; shift 2
   mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/configs/tiny.toml" --quiet \

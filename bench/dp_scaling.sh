@@ -8,12 +8,7 @@ set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-6}
 SEQ=${SEQ:-512}; MB=${MB:-8}; MODEL=${MODEL:-bench-small}; BIND=${BIND:-core}; REPS=${REPS:-2}
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$HERE/bench/results
-TESSERA=$BUILD/src/cli/tessera
-mkdir -p "$OUT"
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-"$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null
+source "$(dirname "$0")/lib.sh"
 run() {  # run <np> <label>: prints tok/s
   local np=$1 label=$2
   mpirun --allow-run-as-root --oversubscribe --bind-to "$BIND" -np "$np" "$TESSERA" train \

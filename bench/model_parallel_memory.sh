@@ -14,12 +14,7 @@
 # Writes bench/results/model_parallel_memory.json.  Usage: bench/model_parallel_memory.sh [build_dir]
 set -euo pipefail
 BUILD=${1:-build}
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$HERE/bench/results
-TESSERA=$BUILD/src/cli/tessera
-mkdir -p "$OUT"
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-"$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null
+source "$(dirname "$0")/lib.sh"
 run() {  # label np overrides...
   local label=$1 np=$2; shift 2
   mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/configs/tiny.toml" \

@@ -13,12 +13,7 @@ set -euo pipefail
 BUILD=${1:-build}
 STEPS=${STEPS:-20}; MB=${MB:-4}; SEQ=${SEQ:-256}; EVAL_BATCHES=${EVAL_BATCHES:-8}; STALENESS=${STALENESS:-2}
 FACTOR=${FACTOR:-2}; MODEL=bench-small; W=3
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$HERE/bench/results
-TESSERA=$BUILD/src/cli/tessera
-mkdir -p "$OUT"
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-"$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null
+source "$(dirname "$0")/lib.sh"
 run() {  # run <label> <np> <fault or ""> overrides...
   local label=$1 np=$2 fault=$3; shift 3
   local t0 t1

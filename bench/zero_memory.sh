@@ -11,12 +11,7 @@
 # Usage: bench/zero_memory.sh [build_dir]
 set -euo pipefail
 BUILD=${1:-build}
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$HERE/bench/results
-TESSERA=$BUILD/src/cli/tessera
-mkdir -p "$OUT"
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-"$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null
+source "$(dirname "$0")/lib.sh"
 for dp in 1 2 4; do
   for zero in 0 1 2 3; do
     echo "== dp=$dp zero=$zero" >&2
