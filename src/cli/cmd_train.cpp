@@ -1,6 +1,5 @@
 // tessera train --config run.toml [section.key=value ...] [--resume]: one process or an mpirun job.
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
 #include <thread>
 
@@ -40,7 +39,9 @@ int run_train(const TrainArgs& a) {
   auto cfg = load_run_config_for_world(a.config, a.overrides, mpi.world_size());
   if (!cfg.ok()) return fail_job(cfg.status());
   // The launcher watches this file: an error must say so before the job ends.
-  HeartbeatFile heartbeat = HeartbeatFile::from_env(mpi.world_rank(), mpi.world_size(), cfg->train.out_dir);
+  const LaunchEnvironment launch = LaunchEnvironment::read();
+  HeartbeatFile heartbeat =
+      HeartbeatFile::from_env(mpi.world_rank(), mpi.world_size(), cfg->train.out_dir, launch.attempt);
   beat_on_failure = &heartbeat;
   CommOptions co;
   co.timeout_s = cfg->train.timeout_s;
@@ -48,8 +49,8 @@ int run_train(const TrainArgs& a) {
   if (!world.ok()) return fail_job(world.status());
   TrainerOptions opts;
   opts.resume = a.resume;
-  const char* resume_env = std::getenv("TESSERA_RESUME");
-  opts.resume_auto = resume_env && std::string_view(resume_env) == "auto";
+  opts.resume_auto = launch.resume_auto;
+  opts.launch_attempt = launch.attempt;
   opts.quiet = a.quiet;
   opts.trace_path = a.trace;
   opts.stop_after_steps = a.stop_after;

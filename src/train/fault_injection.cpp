@@ -110,15 +110,14 @@ Result<std::vector<Fault>> parse_faults(std::string_view spec) {
   return out;
 }
 
-Result<std::unique_ptr<FaultInjection>> FaultInjection::from_env(int rank, std::unique_ptr<StepHooks> inner) {
+Result<std::unique_ptr<FaultInjection>> FaultInjection::from_env(int rank, int attempt,
+                                                                 std::unique_ptr<StepHooks> inner) {
   const char* spec = std::getenv("TESSERA_FAULT");
-  const char* attempt = std::getenv("TESSERA_LAUNCH_ATTEMPT");
   std::vector<Fault> faults;
   if (spec && *spec) {
     TS_ASSIGN_OR_RETURN(faults, parse_faults(spec));
   }
-  return std::make_unique<FaultInjection>(std::move(faults), rank, attempt ? std::atoi(attempt) : 0,
-                                          std::move(inner));
+  return std::make_unique<FaultInjection>(std::move(faults), rank, attempt, std::move(inner));
 }
 
 FaultInjection::FaultInjection(std::vector<Fault> faults, int rank, int attempt, std::unique_ptr<StepHooks> inner)

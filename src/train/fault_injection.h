@@ -50,8 +50,8 @@ struct ShardWriteFault {
 
 class FaultInjection final : public StepHooks {
  public:
-  // Reads TESSERA_FAULT and TESSERA_LAUNCH_ATTEMPT; a malformed TESSERA_FAULT is an error.
-  static Result<std::unique_ptr<FaultInjection>> from_env(int rank, std::unique_ptr<StepHooks> inner);
+  // Reads TESSERA_FAULT (a malformed one is an error); attempt: the launch attempt (LaunchEnvironment).
+  static Result<std::unique_ptr<FaultInjection>> from_env(int rank, int attempt, std::unique_ptr<StepHooks> inner);
   FaultInjection(std::vector<Fault> faults, int rank, int attempt, std::unique_ptr<StepHooks> inner);
 
   Status at(StepPoint point, int64_t step, ParamStore& store) override;

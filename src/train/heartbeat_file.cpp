@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +21,16 @@ double unix_seconds() {
 }
 }  // namespace
 
-HeartbeatFile HeartbeatFile::from_env(int rank, int world_size, std::string out_dir) {
+LaunchEnvironment LaunchEnvironment::read() {
+  LaunchEnvironment e;
+  const char* resume = std::getenv("TESSERA_RESUME");
+  e.resume_auto = resume && std::string_view(resume) == "auto";
+  const char* attempt = std::getenv("TESSERA_LAUNCH_ATTEMPT");
+  e.attempt = attempt ? std::atoi(attempt) : 0;
+  return e;
+}
+
+HeartbeatFile HeartbeatFile::from_env(int rank, int world_size, std::string out_dir, int attempt) {
   HeartbeatFile h;
   const char* dir = std::getenv("TESSERA_HEARTBEAT_DIR");
   if (!dir || !*dir) return h;
@@ -33,8 +43,7 @@ HeartbeatFile HeartbeatFile::from_env(int rank, int world_size, std::string out_
   h.out_dir_ = std::move(out_dir);
   h.rank_ = rank;
   h.world_size_ = world_size;
-  const char* attempt = std::getenv("TESSERA_LAUNCH_ATTEMPT");
-  h.attempt_ = attempt ? std::atoi(attempt) : 0;
+  h.attempt_ = attempt;
   return h;
 }
 

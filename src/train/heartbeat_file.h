@@ -9,10 +9,17 @@
 
 namespace tessera {
 
+// What `tessera launch` tells every rank through the environment, read once per process.
+struct LaunchEnvironment {
+  bool resume_auto = false;  // TESSERA_RESUME=auto
+  int attempt = 0;           // TESSERA_LAUNCH_ATTEMPT: 0 for the first start
+  static LaunchEnvironment read();
+};
+
 class HeartbeatFile {
  public:
-  // Disabled (every beat a no-op) when TESSERA_HEARTBEAT_DIR is unset or empty.
-  static HeartbeatFile from_env(int rank, int world_size, std::string out_dir);
+  // Disabled (every beat a no-op) when TESSERA_HEARTBEAT_DIR is unset or empty. attempt: LaunchEnvironment.
+  static HeartbeatFile from_env(int rank, int world_size, std::string out_dir, int attempt);
   bool enabled() const { return !path_.empty(); }
   // phase: "setup", "train", "checkpoint", "done" or "failed" (with the error as message).
   // step < 0: unknown; the step of the rank's last beat is kept.

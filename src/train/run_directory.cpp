@@ -1,7 +1,6 @@
 // The run directory at set-up: a new run must not overwrite another run's checkpoints or metrics;
 // --resume restores the latest complete checkpoint that loads (parameters, optimizer, data
 // position), setting aside a corrupt one; unfinished saves of a crashed run are removed.
-#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
@@ -98,8 +97,7 @@ Status resume_latest(TrainingRun& run) {
 bool relaunch_without_checkpoint(const TrainingRun& run) {
   if (!run.opts.resume_auto) return false;
   auto listed = checkpoint::list_complete_checkpoints(run.cfg.train.out_dir);
-  const char* attempt = std::getenv("TESSERA_LAUNCH_ATTEMPT");
-  return listed.ok() && listed->empty() && attempt && std::atoi(attempt) > 0;
+  return listed.ok() && listed->empty() && run.opts.launch_attempt > 0;
 }
 
 }  // namespace

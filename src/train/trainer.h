@@ -19,6 +19,7 @@ struct TrainerOptions {
   // TESSERA_RESUME=auto (set by tessera launch): resume when out_dir holds a complete checkpoint,
   // else start fresh -- also in a run directory a failed attempt left without any checkpoint.
   bool resume_auto = false;
+  int launch_attempt = 0;  // TESSERA_LAUNCH_ATTEMPT (tessera launch): 0 for the first start
   bool quiet = false;           // no progress line (tests)
   std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)
   int64_t stop_after_steps = -1;  // stop (with a checkpoint) after this many steps of this invocation
