@@ -21,6 +21,24 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
 
 inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
+// Row-major naive C = alpha * op(A) op(B) + beta * C in double.
+inline std::vector<double> naive_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                               const std::vector<float>& A, int64_t lda, const std::vector<float>& B, int64_t ldb,
+                               double beta, const std::vector<float>& C, int64_t ldc) {
+  std::vector<double> out(C.begin(), C.end());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = ta ? A[k * lda + i] : A[i * lda + k];
+        const double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+        acc += a * b;
+      }
+      out[i * ldc + j] = alpha * acc + beta * C[i * ldc + j];
+    }
+  return out;
+}
+
 // ||a - b|| / ||b|| (absolute when b is zero).
 template <typename A, typename B>
 double rel_err(const std::vector<A>& a, const std::vector<B>& b) {

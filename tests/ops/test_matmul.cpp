@@ -8,24 +8,6 @@
 namespace tessera::test {
 namespace {
 
-// Row-major naive C = alpha * op(A) op(B) + beta * C in double.
-std::vector<double> naive_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                               const std::vector<float>& A, int64_t lda, const std::vector<float>& B, int64_t ldb,
-                               double beta, const std::vector<float>& C, int64_t ldc) {
-  std::vector<double> out(C.begin(), C.end());
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double a = ta ? A[k * lda + i] : A[i * lda + k];
-        const double b = tb ? B[j * ldb + k] : B[k * ldb + j];
-        acc += a * b;
-      }
-      out[i * ldc + j] = alpha * acc + beta * C[i * ldc + j];
-    }
-  return out;
-}
-
 TEST(Sgemm, MatchesNaiveOnOddShapesAndTransposes) {
   const int64_t M = 37, N = 53, K = 29;
   for (bool ta : {false, true})
