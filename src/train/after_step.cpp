@@ -128,7 +128,6 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     TS_RETURN_IF_ERROR(faults->after_checkpoint(step, checkpoint::checkpoint_target(cfg.train.out_dir, step).final_dir()));
   }
   const double stall = Timeline::now_s() - t0;
-  run.clock.checkpoint_stall_s += stall;
   if (run.lead) {
     nlohmann::json ev = {{"event", "checkpoint"}, {"step", step}, {"async", cfg.train.async_checkpoint}, {"stall_s", stall}};
     if (cfg.train.async_checkpoint) {  // the stall's two parts: the previous save still writing, the copy

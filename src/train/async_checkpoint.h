@@ -47,7 +47,6 @@ class AsyncCheckpointer {
   // Waits for the save in flight (on rank 0: until it is complete or failed) and returns its
   // outcome on this rank; ok when there is none.
   Status wait();
-  bool busy() const { return thread_.joinable(); }
   // Seconds start() spent waiting for the previous save to finish (saves coming faster than the
   // disk writes them), and taking the snapshot: together the training stall.
   double last_wait_s() const { return last_wait_s_; }

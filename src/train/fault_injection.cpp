@@ -143,7 +143,7 @@ Status FaultInjection::at(StepPoint point, int64_t step, ParamStore& store) {
       log_error("injected fault: hang at the start of step " + std::to_string(step));
       hang_forever();
     }
-    step_start_ = thread_cpu_s();
+    if (!faults_.empty()) step_start_ = thread_cpu_s();  // only a slow fault reads it
   } else if (point == StepPoint::after_update) {
     // Stretches the step to `factor` times this rank's own compute for it (its peers wait for it
     // in the next step's communication, as they would for a slower machine).

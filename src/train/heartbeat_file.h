@@ -20,7 +20,6 @@ class HeartbeatFile {
  public:
   // Disabled (every beat a no-op) when TESSERA_HEARTBEAT_DIR is unset or empty. attempt: LaunchEnvironment.
   static HeartbeatFile from_env(int rank, int world_size, std::string out_dir, int attempt);
-  bool enabled() const { return !path_.empty(); }
   // phase: "setup", "train", "checkpoint", "done" or "failed" (with the error as message).
   // step < 0: unknown; the step of the rank's last beat is kept.
   // Failures to write are logged once and otherwise ignored: heartbeats must never stop training.

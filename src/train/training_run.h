@@ -39,7 +39,6 @@ struct RunClock {
   int64_t timed_steps = 0, steps_this_run = 0;
   // traffic_bytes() of the dp, tp and pp communicators when the first step began
   uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;
-  double checkpoint_stall_s = 0;  // time the step loop spent in checkpoint saves (async: the snapshot)
 };
 
 struct TrainingRun {
