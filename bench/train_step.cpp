@@ -2,7 +2,8 @@
 // tokens/s, achieved GFLOP/s, MFU against the sgemm peak measured in the same process with the
 // same thread count, peak memory, and a per-kernel-group time breakdown of one step. The step is
 // the trainer's own train_step (train/train_step.h) on a world of one.
-// Usage: bench_train_step --model gpt2 --batch 1 --seq 1024 --threads 2 --steps 5 [--json out.json]
+// Usage: bench_train_step --model gpt2 --batch 1 --seq 1024 --threads 2 --steps 5 [--cpu-isa auto|avx2|avx512|
+// avx512_bf16] [--json out.json]
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_isa.h"
 #include "backend/sgemm_peak.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
@@ -34,7 +36,7 @@ static double seconds_since(Clock::time_point t0) {
 }
 
 int main(int argc, char** argv) {
-  std::string model = "bench-tiny", json_path;
+  std::string model = "bench-tiny", json_path, cpu_isa = "auto";
   int64_t B = 8, T = 256;
   int threads = 1, steps = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -45,8 +47,12 @@ int main(int argc, char** argv) {
     else if (k == "--threads") threads = std::stoi(v);
     else if (k == "--steps") steps = std::stoi(v);
     else if (k == "--json") json_path = v;
+    else if (k == "--cpu-isa") cpu_isa = v;
     else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
   }
+  // Before any kernel or oneDNN call (oneDNN takes its ISA cap only before its first use).
+  if (const Status s = select_cpu_isa(cpu_isa); !s.ok()) { std::fprintf(stderr, "%s\n", s.message().c_str()); return 2; }
+  std::printf("CPU kernels %s\n", cpu_isa_summary().c_str());
   MpiRuntime mpi;  // a world of one: the step's data-parallel strategy then never communicates
   omp_set_num_threads(threads);
   auto cfg_or = model_preset(model);
@@ -123,11 +129,11 @@ int main(int argc, char** argv) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (!f) { std::perror(json_path.c_str()); return 1; }
     std::fprintf(f,
-                 "{\"impl\":\"tessera\",\"model\":\"%s\",\"B\":%lld,\"T\":%lld,\"threads\":%d,\"step_s\":%.6f,"
+                 "{\"impl\":\"tessera\",\"cpu_isa\":\"%s\",\"cpu_isa_summary\":\"%s\",\"model\":\"%s\",\"B\":%lld,\"T\":%lld,\"threads\":%d,\"step_s\":%.6f,"
                  "\"tokens_per_s\":%.2f,\"gflops\":%.2f,\"sgemm_peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f,"
                  "\"tracked_peak_mb\":%.1f,\"params\":%lld,\"breakdown_s\":%s}\n",
-                 model.c_str(), (long long)B, (long long)T, threads, t_step, tokens_per_s, gflops, peak, gflops / peak,
-                 rss_mb, tracked_mb, (long long)cfg.num_parameters(), breakdown.c_str());
+                 cpu_isa_name(active_cpu_isa()), cpu_isa_summary().c_str(), model.c_str(), (long long)B, (long long)T,
+                 threads, t_step, tokens_per_s, gflops, peak, gflops / peak, rss_mb, tracked_mb, (long long)cfg.num_parameters(), breakdown.c_str());
     std::fclose(f);
   }
   return 0;

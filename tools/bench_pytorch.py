@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch CPU reference for bench/run_model_bench.sh: one GPT-2-style training step
 (forward + backward + AdamW) on the same model, batch, thread count and optimizer as
-bench_train_step. Run with Debian's /usr/bin/python3 (python3-torch); a tool, never a run-time
-dependency. Prints one JSON line."""
+bench_train_step. Run with Debian's /usr/bin/python3 (python3-torch) or a newer torch in a
+benchmark-only virtual environment; a tool, never a build or run-time dependency. Prints one JSON line.
+--attention sdpa (F.scaled_dot_product_attention) and --compile (torch.compile) need torch >= 2.0."""
 import argparse, json, math, resource, sys, time
 
 import torch
@@ -19,9 +20,9 @@ PRESETS = {  # name: (V, maxT, L, NH, C)
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH):
+    def __init__(self, C, NH, sdpa=False):
         super().__init__()
-        self.NH = NH
+        self.NH, self.sdpa = NH, sdpa
         self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
         self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
@@ -30,18 +31,22 @@ class Block(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.NH, C // self.NH).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.NH))
-        att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        if self.sdpa:  # fused kernel, same causal mask and 1/sqrt(head size) scale
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.NH))
+            att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
         x = x + self.c_proj(y)
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
 
 class GPT(nn.Module):
-    def __init__(self, V, maxT, L, NH, C):
+    def __init__(self, V, maxT, L, NH, C, sdpa=False):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(maxT, C)
-        self.h = nn.ModuleList(Block(C, NH) for _ in range(L))
+        self.h = nn.ModuleList(Block(C, NH, sdpa) for _ in range(L))
         self.ln_f = nn.LayerNorm(C)
         self.register_buffer("mask", torch.tril(torch.ones(maxT, maxT)).view(1, 1, maxT, maxT))
 
@@ -61,28 +66,38 @@ def main():
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (not the optimizer)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed first steps (default 1, 3 with --compile)")
     a = ap.parse_args()
+    if a.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        ap.error(f"--attention sdpa needs F.scaled_dot_product_attention (torch >= 2.0), not {torch.__version__}")
+    if a.compile and not hasattr(torch, "compile"):
+        ap.error(f"--compile needs torch.compile (torch >= 2.0), not torch {torch.__version__}")
+    warmup = max(1, a.warmup if a.warmup is not None else (3 if a.compile else 1))  # compiles in the first
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     V, maxT, L, NH, C = PRESETS[a.model]
     maxT = max(maxT, a.seq)
-    model = GPT(V, maxT, L, NH, C)
+    model = GPT(V, maxT, L, NH, C, sdpa=a.attention == "sdpa")
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and not n.startswith("w")]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.startswith("w"))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
     idx = torch.randint(0, V, (a.batch, a.seq))
     tgt = torch.randint(0, V, (a.batch, a.seq))
+    fwd = torch.compile(model) if a.compile else model  # same parameters; compiles on the first warm-up step
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
+        loss = fwd(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss.item()
 
-    step()
+    for _ in range(warmup):
+        step()
     times = []
     for _ in range(a.steps):
         t0 = time.perf_counter()
@@ -93,7 +108,8 @@ def main():
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "model": a.model, "B": a.batch, "T": a.seq,
                       "threads": a.threads, "step_s": t, "tokens_per_s": a.batch * a.seq / t,
-                      "peak_rss_mb": rss_mb, "blas": torch.__config__.show().count("OpenBLAS") > 0}))
+                      "peak_rss_mb": rss_mb, "blas": torch.__config__.show().count("OpenBLAS") > 0,
+                      "torch_version": torch.__version__, "attention": a.attention, "compiled": a.compile}))
 
 
 if __name__ == "__main__":

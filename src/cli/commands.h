@@ -18,6 +18,9 @@ Runner add_plan(CLI::App& app);
 Runner add_checkpoint(CLI::App& app);
 Runner add_launch(CLI::App& app);
 
+// `tessera --version`: version, build and CPU kernel level (version.cpp).
+std::string version_text();
+
 // Prints "error: <message>" to stderr and returns 1.
 int fail(const std::string& message);
 

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   using namespace tessera::cli;
   CLI::App app{"Tessera: train transformer language models on one or many processes"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] { return version_text(); }, "print the version, the build and the CPU level");
   // Command-line mistakes read like every other failure: "error: <message>".
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
     return "error: " + CLI::FailureMessage::simple(a, e);

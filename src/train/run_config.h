@@ -31,6 +31,7 @@ struct TrainConfig {
   int64_t grad_accum = 1;    // derived: batch_tokens / (micro_batch * seq_len * dp); not a TOML key
   uint64_t seed = 1337;
   int threads = 0;                  // 0 = all cores
+  std::string cpu_isa = "auto";     // CPU kernel level: auto | avx2 | avx512 | avx512_bf16 (backend/cpu_isa.h)
   int64_t eval_interval = 50;       // 0 = never evaluate during training
   int64_t eval_batches = 10;
   int64_t log_interval = 1;

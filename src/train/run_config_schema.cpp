@@ -233,6 +233,9 @@ std::vector<SectionSpec> make_schema() {
            {"threads", field(&RC::train, &TC::threads), kOk,
             {holds([](double x) { return x >= 0 && x <= 4096; }, " must be in [0, 4096] (0 = all cores)")},
             "OpenMP threads per rank"},
+           // The levels' own kernels give the same bits; oneDNN's matmuls differ in summation order.
+           {"cpu_isa", field(&RC::train, &TC::cpu_isa), kOk, {one_of({"auto", "avx2", "avx512", "avx512_bf16"})},
+            "CPU kernel level: auto (the best this CPU has) or a lower one forced: avx2, avx512, avx512_bf16"},
            {"eval_interval", field(&RC::train, &TC::eval_interval), kOk, {at_least(0)}, "0 = never"},
            {"eval_batches", field(&RC::train, &TC::eval_batches), kOk, {at_least(1)}, ""},
            {"log_interval", field(&RC::train, &TC::log_interval), kOk, {at_least(1)}, ""},

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "backend/cpu_isa.h"
 #include "backend/sgemm_peak.h"
 #include "comm/agreement.h"
 #include "core/log.h"
@@ -222,6 +223,7 @@ void print_banner(const TrainingRun& run) {
               (long long)cfg.data.seq_len, (long long)cfg.train.grad_accum, (long long)run.dp_size(),
               (long long)cfg.train.steps,
               run.opts.resume ? (", resuming after step " + std::to_string(run.state.step)).c_str() : "");
+  std::printf("tessera: CPU kernels %s\n", cpu_isa_summary().c_str());
   const GridShape& g = run.layout.grid;
   if (g.tp > 1 || g.pp > 1) std::printf("tessera: layout %s\n", run.layout.describe().c_str());
   std::fflush(stdout);
@@ -271,6 +273,8 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   // Ranks launched with different configs (or binaries) must not meet in a collective.
   TS_RETURN_IF_ERROR(check_agreement(world, "run config", agreement_hash(run->run_json.dump())));
 
+  // Before the first kernel and the first oneDNN call: oneDNN takes its ISA cap only before its first use.
+  TS_RETURN_IF_ERROR(agree_on(world, select_cpu_isa(cfg.train.cpu_isa)));
   run->threads = choose_threads(cfg.train.threads, opts.ranks_per_node);
   omp_set_num_threads(run->threads);
   // Measured before the loader's prefetch thread exists, so nothing competes with it.

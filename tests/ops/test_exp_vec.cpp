@@ -14,17 +14,17 @@ TEST(ExpVec, RelativeErrorBelowTwoUlpOverTheNormalRange) {
   for (int i = 0; i < n; ++i) {
     const float x = -87.3f + 176.0f * static_cast<float>(i) / (n - 1);  // [-87.3, 88.7]
     const double e = std::exp(static_cast<double>(x));
-    worst = std::max(worst, std::fabs(ops::detail::exp_vec(x) - e) / e);
+    worst = std::max(worst, std::fabs(ops::baseline::detail::exp_vec(x) - e) / e);
   }
   EXPECT_LT(worst, 2.4e-7);  // two float ulps at the top of a binade
 }
 
 TEST(ExpVec, EdgeCases) {
-  EXPECT_EQ(ops::detail::exp_vec(0.0f), 1.0f);
-  EXPECT_EQ(ops::detail::exp_vec(-100.0f), 0.0f);
-  EXPECT_EQ(ops::detail::exp_vec(-std::numeric_limits<float>::infinity()), 0.0f);
-  EXPECT_EQ(ops::detail::exp_vec(100.0f), std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(ops::detail::exp_vec(std::nanf(""))));
+  EXPECT_EQ(ops::baseline::detail::exp_vec(0.0f), 1.0f);
+  EXPECT_EQ(ops::baseline::detail::exp_vec(-100.0f), 0.0f);
+  EXPECT_EQ(ops::baseline::detail::exp_vec(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(ops::baseline::detail::exp_vec(100.0f), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(ops::baseline::detail::exp_vec(std::nanf(""))));
 }
 
 }  // namespace

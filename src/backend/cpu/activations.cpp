@@ -1,9 +1,12 @@
 // Elementwise activations: GELU (tanh approximation, as GPT-2) and SwiGLU (LLaMA's gated MLP).
 // Both go through sigmoids built on detail::exp_vec so that the loops vectorise.
-#include "backend/cpu/cpu_util.h"
 #include "backend/ops.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+#include "backend/cpu/cpu_util.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;  // sqrt(2/pi)
@@ -68,4 +71,6 @@ void swiglu_backward(float* dinp, const float* dout, const float* inp, int64_t N
   }
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

@@ -4,7 +4,10 @@
 #include "backend/ops.h"
 #include "core/log.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int64_t step) {
@@ -27,4 +30,6 @@ void adamw_update(float* params, const float* grads, float* m, float* v, int64_t
   }
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

@@ -14,12 +14,15 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/attention_schedule.h"
 #include "backend/ops.h"
 #include "core/log.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+#include "backend/cpu/attention_kernels.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 namespace {
 
 using attn::fast_exp;
@@ -376,4 +379,6 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                                      attn::BackwardSchedule::automatic);
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

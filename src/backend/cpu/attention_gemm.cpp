@@ -1,29 +1,16 @@
-// The small matmul of the attention kernels (see attention_kernels.h): register tiles of up to
-// 4 rows x 64 columns with AVX-512 (masked loads/stores for a column tail), plain loops otherwise.
-#include <algorithm>
-
+// The small matmul of the attention kernels (see attention_kernels.h), register-tiled for this level:
+// AVX-512 tiles of up to 4 rows x 64 columns, AVX2 tiles of up to 6 rows x 16 columns (the shape of
+// the classic Haswell sgemm micro-kernel: 12 accumulators + 2 B vectors + 1 broadcast = 15 of the 16
+// ymm registers), masked loads and stores for a column tail. Both form every sum the same way (one
+// fused multiply-add per k, in increasing k, then one add to C), so both levels give the same bits.
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
 #include "backend/cpu/attention_kernels.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
-namespace tessera::ops::attn {
-
-void gemm_bcast_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak,
-                          const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  for (int64_t m = 0; m < M; ++m) {
-    float* c = C + m * ldc;
-    for (int64_t n = 0; n < N; ++n) {
-      float s = 0.0f;
-      for (int64_t k = 0; k < K; ++k) s += A[m * sam + k * sak] * B[k * ldb + n];
-      c[n] = accumulate ? c[n] + s : s;
-    }
-  }
-}
-
-#if defined(__AVX512F__)
+namespace tessera::ops::TESSERA_KERNEL_NS::attn {
 namespace {
+
+#if TESSERA_KERNEL_LEVEL == TESSERA_KERNEL_LEVEL_AVX512
 
 // One tile: R rows x NV vectors of 16 columns; the last vector is masked by `tail`.
 template <int R, int NV>
@@ -74,9 +61,7 @@ constexpr TileFn tile_for(int nv) {
   return nv == 1 ? &tile<R, 1> : nv == 2 ? &tile<R, 2> : nv == 3 ? &tile<R, 3> : &tile<R, 4>;
 }
 
-}  // namespace
-
-void gemm_bcast(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak, const float* B,
+void gemm_tiled(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak, const float* B,
                 int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   static constexpr TileFn kFull[4] = {tile_for<4>(1), tile_for<4>(2), tile_for<4>(3), tile_for<4>(4)};
   for (int64_t n0 = 0; n0 < N; n0 += 64) {
@@ -95,13 +80,100 @@ void gemm_bcast(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, in
   }
 }
 
-#else
+#else  // AVX2 + FMA
 
-void gemm_bcast(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak, const float* B,
+constexpr int kRows = 6;  // rows per full tile
+
+// Loads 8 floats, or only the lanes set in `mask` (the others read as 0) when Masked.
+template <bool Masked>
+inline __m256 load8(const float* p, __m256i mask) {
+  if constexpr (Masked) return _mm256_maskload_ps(p, mask);
+  return _mm256_loadu_ps(p);
+}
+
+// One tile: R rows x NV vectors of 8 columns; when Masked, the last vector only has the lanes of `tail`.
+template <int R, int NV, bool Masked>
+void tile(int64_t K, const float* A, int64_t sam, int64_t sak, const float* B, int64_t ldb, float* C,
+          int64_t ldc, bool accumulate, __m256i tail) {
+  __m256 acc[R][NV];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* bk = B + k * ldb;
+    const float* ak = A + k * sak;
+    __m256 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV - 1; ++v) b[v] = _mm256_loadu_ps(bk + 8 * v);
+    b[NV - 1] = load8<Masked>(bk + 8 * (NV - 1), tail);
+    // Keep b in registers: folded into each FMA as a memory operand it would be loaded R times.
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) asm("" : "+x"(b[v]));
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(ak + r * sam);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    float* c = C + r * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      __m256 x = acc[r][v];
+      if (Masked && v == NV - 1) {
+        if (accumulate) x = _mm256_add_ps(_mm256_maskload_ps(c + 8 * v, tail), x);
+        _mm256_maskstore_ps(c + 8 * v, tail, x);
+      } else {
+        if (accumulate) x = _mm256_add_ps(_mm256_loadu_ps(c + 8 * v), x);
+        _mm256_storeu_ps(c + 8 * v, x);
+      }
+    }
+  }
+}
+
+using TileFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, bool,
+                        __m256i);
+
+// The tile for `rows` (1..6) rows and `nv` (1..2) vectors, masked or not.
+template <bool Masked>
+TileFn tile_for(int64_t rows, int nv) {
+  static constexpr TileFn kTable[kRows][2] = {
+      {&tile<1, 1, Masked>, &tile<1, 2, Masked>}, {&tile<2, 1, Masked>, &tile<2, 2, Masked>},
+      {&tile<3, 1, Masked>, &tile<3, 2, Masked>}, {&tile<4, 1, Masked>, &tile<4, 2, Masked>},
+      {&tile<5, 1, Masked>, &tile<5, 2, Masked>}, {&tile<6, 1, Masked>, &tile<6, 2, Masked>}};
+  return kTable[rows - 1][nv - 1];
+}
+
+void gemm_tiled(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak, const float* B,
                 int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  gemm_bcast_reference(M, N, K, A, sam, sak, B, ldb, C, ldc, accumulate);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t n0 = 0; n0 < N; n0 += 16) {
+    const int64_t width = std::min<int64_t>(16, N - n0);
+    const int nv = static_cast<int>((width + 7) / 8);
+    const int rem = static_cast<int>(width - 8 * (nv - 1));  // 1..8 columns in the last vector
+    const bool masked = rem != 8;
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), lane);
+    for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, M - m0);
+      const TileFn fn = masked ? tile_for<true>(rows, nv) : tile_for<false>(rows, nv);
+      fn(K, A + m0 * sam, sam, sak, B + n0, ldb, C + m0 * ldc + n0, ldc, accumulate, tail);
+    }
+  }
 }
 
 #endif
 
-}  // namespace tessera::ops::attn
+}  // namespace
+
+void gemm_bcast(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak, const float* B,
+                int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  gemm_tiled(M, N, K, A, sam, sak, B, ldb, C, ldc, accumulate);
+}
+
+}  // namespace tessera::ops::TESSERA_KERNEL_NS::attn
+
+#include "backend/cpu/kernel_isa_end.h"

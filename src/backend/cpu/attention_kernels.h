@@ -1,29 +1,22 @@
 // Building blocks of the blockwise attention kernels: a small register-tiled matmul whose left
 // operand is read with arbitrary strides (so blocks of qkv are used in place), a vectorisable exp,
-// and reusable per-thread scratch.
+// and reusable per-thread scratch. Included inside a kernel level's region (kernel_isa_begin.h).
 #pragma once
-#include <bit>
-#include <cmath>
-#include <cstdint>
-#include <vector>
-
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/kernel_decls.h"
 
-namespace tessera::ops::attn {
+namespace tessera::ops::TESSERA_KERNEL_NS::attn {
 
 // Queries and keys are processed in blocks of this many rows. 64 floats = four AVX-512 vectors, and
 // a 64 x 64 score block (16 KiB) plus the Q/K/V blocks for HS = 64 stay within L1/L2.
 constexpr int64_t kBlock = 64;
 
-// C(M,N) = A(M,K) * B(K,N), or C += A * B when accumulate. a(m,k) = A[m*sam + k*sak] (any strides,
-// read one scalar at a time and broadcast), b(k,n) = B[k*ldb + n], c(m,n) = C[m*ldc + n] (rows
-// contiguous, vectorised over n). The sum over k is formed in registers in increasing k and then
-// added to C, so the result depends only on the values, never on strides or alignment.
-void gemm_bcast(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak, const float* B,
-                int64_t ldb, float* C, int64_t ldc, bool accumulate);
-// Plain-loop version with the same contract: the fallback without AVX-512 and the tests' reference.
-void gemm_bcast_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam, int64_t sak,
-                          const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
+// gemm_bcast (declared in kernel_decls.h, tiled per level in attention_gemm.cpp): C(M,N) = A(M,K) *
+// B(K,N), or C += A * B when accumulate. a(m,k) = A[m*sam + k*sak] (any strides, read one scalar at
+// a time and broadcast), b(k,n) = B[k*ldb + n], c(m,n) = C[m*ldc + n] (rows
+// contiguous, vectorised over n). The sum over k is formed in registers in increasing k (one fused
+// multiply-add per term) and then added to C, so the result depends only on the values, never on
+// strides, alignment or the level's vector width.
 
 // exp(x) for softmax arguments (scores minus their running max or log-sum-exp, so x <= 0):
 // detail::exp_vec's core with one exponent multiply and the +inf/NaN selects left out, which the
@@ -58,4 +51,4 @@ class Scratch {
   float* next_ = nullptr;
 };
 
-}  // namespace tessera::ops::attn
+}  // namespace tessera::ops::TESSERA_KERNEL_NS::attn

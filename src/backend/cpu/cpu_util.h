@@ -1,11 +1,15 @@
 // Internal helpers for the CPU kernels: fixed-lane reductions and column chunking (so every reduction
 // has one summation order, whatever the thread count and alignment), and the vectorisable expf core.
+// Kernel sources include it inside their level's region (kernel_isa_begin.h), so each level has its
+// own copy of these inline functions under its own name.
 #pragma once
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 
-namespace tessera::ops::detail {
+#include "backend/cpu/kernel_isa.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS::detail {
 
 // Sum of f(i) for i in [0, n) over a fixed number of lanes combined in a fixed tree. The lane loop
 // vectorises without -ffast-math, and unlike a compiler-reordered reduction its order does not
@@ -72,7 +76,10 @@ inline ExpParts exp_parts(float xc) {
 // gives 0; above 88.7 +inf; NaN stays NaN. (attn::fast_exp is the cheaper variant for arguments
 // that are at most 0.)
 inline float exp_vec(float x) {
-  const float xc = std::min(std::max(x, -87.3f), 88.7f);
+  // Value ternaries, not std::min/max: those pass references, which keeps GCC from if-converting the
+  // clamp without AVX-512 masks, and then the whole loop around an exp stays scalar on AVX2.
+  float xc = x < -87.3f ? -87.3f : x;
+  xc = 88.7f < xc ? 88.7f : xc;
   const ExpParts e = exp_parts(xc);
   // 2^n as two normal halves: n reaches 128 near the top of the range, one past float's exponent.
   const int32_t h = e.n >> 1;
@@ -83,38 +90,8 @@ inline float exp_vec(float x) {
 }
 
 // Column blocks for the "each thread owns a slice of columns and walks rows in order" reductions.
-// 64 floats = four AVX-512 vectors: wide enough to vectorise, small enough to spread C over threads.
+// 64 floats = four AVX-512 (eight AVX2) vectors: wide enough to vectorise, small enough to spread C over threads.
 constexpr int64_t kColBlock = 64;
 inline int64_t col_blocks(int64_t C) { return (C + kColBlock - 1) / kColBlock; }
 
-// out(N, OC) = bias broadcast over the rows, when there is a bias: returns the beta with which a
-// gemm must then add to out (1), or 0 when there is none (out is left as it is).
-inline float seed_with_bias(float* out, const float* bias, int64_t N, int64_t OC) {
-  if (bias == nullptr) return 0.0f;
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    float* o = out + n * OC;
-#pragma omp simd
-    for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
-  }
-  return 1.0f;
-}
-
-// dbias(OC) += column sums of dout(N, OC), in f32, column blocks in parallel (one summation order).
-inline void accumulate_bias_grad(float* dbias, const float* dout, int64_t N, int64_t OC) {
-  const int64_t nblocks = col_blocks(OC);
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < nblocks; ++blk) {
-    const int64_t j0 = blk * kColBlock;
-    const int64_t w = std::min(kColBlock, OC - j0);
-    float acc[kColBlock] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const float* d = dout + n * OC + j0;
-#pragma omp simd
-      for (int64_t j = 0; j < w; ++j) acc[j] += d[j];
-    }
-    for (int64_t j = 0; j < w; ++j) dbias[j0 + j] += acc[j];
-  }
-}
-
-}  // namespace tessera::ops::detail
+}  // namespace tessera::ops::TESSERA_KERNEL_NS::detail

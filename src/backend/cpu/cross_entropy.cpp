@@ -2,11 +2,14 @@
 // gradient so the (N,V) probabilities never need a buffer of their own.
 #include <cmath>
 
-#include "backend/cpu/cpu_util.h"
 #include "backend/ops.h"
 #include "core/log.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+#include "backend/cpu/cpu_util.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 void softmax_crossentropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V,
                           float dlogits_scale) {
@@ -47,4 +50,6 @@ void softmax_crossentropy(float* losses, float* logits, const int32_t* targets, 
   }
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

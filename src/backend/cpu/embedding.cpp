@@ -2,10 +2,13 @@
 // atomics: each thread owns a slice of channels and walks the tokens in order.
 #include <limits>
 
-#include "backend/cpu/cpu_util.h"
 #include "backend/ops.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+#include "backend/cpu/cpu_util.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                        int64_t C) {
@@ -31,4 +34,6 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   embedding_backward_range(dwte, dwpe, dout, tokens, B, T, C, 0, std::numeric_limits<int64_t>::max());
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

@@ -2,7 +2,7 @@
 // The bias gradient is a column sum in which each thread owns whole columns, so it is deterministic.
 #include <oneapi/dnnl/dnnl.h>
 
-#include "backend/cpu/cpu_util.h"
+#include "backend/cpu/matmul_bias.h"
 #include "backend/ops.h"
 #include "core/log.h"
 

@@ -16,7 +16,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "backend/cpu/cpu_util.h"
+#include "backend/cpu/matmul_bias.h"
 #include "backend/ops.h"
 #include "core/log.h"
 

@@ -3,10 +3,13 @@
 // parameter gradients are summed in row order whatever the thread count.
 #include <cmath>
 
-#include "backend/cpu/cpu_util.h"
 #include "backend/ops.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+#include "backend/cpu/cpu_util.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 using detail::kColBlock;
 using detail::lane_sum;
@@ -121,4 +124,6 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   }
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

@@ -2,10 +2,13 @@
 // depend on the thread count) and in-place scaling.
 #include <vector>
 
-#include "backend/cpu/cpu_util.h"
 #include "backend/ops.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+#include "backend/cpu/cpu_util.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 namespace {
 // Each block's partial sum is computed by whichever thread, then the partials are added in block
@@ -37,4 +40,6 @@ void scale_inplace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

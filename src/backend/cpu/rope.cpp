@@ -7,7 +7,10 @@
 #include "backend/ops.h"
 #include "core/log.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 namespace {
 
@@ -78,4 +81,6 @@ void rope_backward(float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, i
   rope_apply(dqkv, B, T, NH, NKV, HS, theta, -1.0f);
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

@@ -3,11 +3,14 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/cpu_util.h"
 #include "backend/ops.h"
 #include "core/log.h"
 
-namespace tessera::ops {
+#include "backend/cpu/kernel_decls.h"
+#include "backend/cpu/kernel_isa_begin.h"  // after every other header but this level's own
+#include "backend/cpu/cpu_util.h"
+
+namespace tessera::ops::TESSERA_KERNEL_NS {
 
 void embedding_forward_range(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B,
                              int64_t T, int64_t C, int64_t lo, int64_t hi) {
@@ -121,4 +124,6 @@ void crossentropy_finish(float* losses, float* logits, const float* stats, const
   }
 }
 
-}  // namespace tessera::ops
+}  // namespace tessera::ops::TESSERA_KERNEL_NS
+
+#include "backend/cpu/kernel_isa_end.h"

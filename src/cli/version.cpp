@@ -1,0 +1,17 @@
+// `tessera --version`: the version, the build (commit, baseline target, CUDA) and the CPU kernel level
+// this machine runs.
+#include <cstdio>
+#include <string>
+
+#include "backend/cpu_isa.h"
+#include "build_info.h"
+#include "cli/commands.h"
+
+namespace tessera::cli {
+
+std::string version_text() {
+  return std::string("tessera ") + TESSERA_VERSION + "\nbuild: commit " + TESSERA_BUILD_COMMIT + ", " +
+         TESSERA_BUILD_FLAGS + " with AVX2 and AVX-512 kernels, CUDA off\nCPU kernels: " + cpu_isa_summary();
+}
+
+}  // namespace tessera::cli
