@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Side-by-side training-step benchmark: Tessera vs PyTorch CPU on identical models, batch, threads
-# and optimizer, in one run. Prints a table with ratios and writes bench/results/model_bench.json.
-# Usage: bench/run_model_bench.sh [build_dir] [steps]   (quick run: CONFIGS="bench-tiny:8:256" ...)
+# Side-by-side training-step benchmark: Tessera (at each CPU kernel level) vs PyTorch CPU (each installed
+# variant) on identical models, batch, threads and optimizer, in one run. Prints a table with the ratio to
+# the fastest PyTorch variant and the share of the same-run sgemm peak, and writes
+# bench/results/model_bench.json.
+# Usage: bench/run_model_bench.sh [build_dir] [steps]
+# Environment:
+#   CONFIGS="gpt2:1:1024 bench-small:8:512 bench-tiny:8:256"   preset:batch:seq
+#   THREADS="1 2"
+#   CPU_ISAS="auto avx2"       Tessera's levels (--cpu-isa); a forced level equal to auto's is run once
+#   TORCH_VENV=/work/venv-torch   a virtual environment with the newest PyTorch from PyPI (benchmark only:
+#                              python3 -m venv DIR && DIR/bin/pip install torch numpy); skipped when absent
+#   TORCH_VARIANTS="debian:manual venv:manual venv:sdpa venv:sdpa:compile"
 set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-5}
@@ -10,31 +19,60 @@ OUT=$HERE/bench/results
 mkdir -p "$OUT"
 CONFIGS=${CONFIGS:-"gpt2:1:1024 bench-small:8:512 bench-tiny:8:256"}
 THREADS=${THREADS:-"1 2"}
+CPU_ISAS=${CPU_ISAS:-"auto avx2"}
+TORCH_VENV=${TORCH_VENV:-/work/venv-torch}
+TORCH_VARIANTS=${TORCH_VARIANTS:-"debian:manual venv:manual venv:sdpa venv:sdpa:compile"}
+AUTO_ISA=$("$BUILD/src/cli/tessera" --version | sed -n 's/^CPU kernels: \([a-z0-9_]*\) .*/\1/p')
 RESULTS=()
 for cfg in $CONFIGS; do
   IFS=: read -r model B T <<<"$cfg"
   for th in $THREADS; do
-    # Tessera: one process per point so peak RSS is per configuration; --bind-to none not needed (no MPI).
-    "$BUILD/bench/bench_train_step" --model "$model" --batch "$B" --seq "$T" --threads "$th" --steps "$STEPS" \
-      --json "$OUT/tessera_${model}_${th}.json" >&2
-    # PyTorch at its best here: OpenMP OpenBLAS, OPENBLAS_CORETYPE unset for this process only.
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
-      OMP_NUM_THREADS="$th" /usr/bin/python3 "$HERE/tools/bench_pytorch.py" --model "$model" --batch "$B" --seq "$T" \
-      --threads "$th" --steps "$STEPS" >"$OUT/pytorch_${model}_${th}.json"
-    RESULTS+=("$OUT/tessera_${model}_${th}.json" "$OUT/pytorch_${model}_${th}.json")
+    for isa in $CPU_ISAS; do
+      [[ $isa != auto && $isa == "$AUTO_ISA" && " $CPU_ISAS " == *" auto "* ]] && continue  # same as auto
+      f="$OUT/tessera_${model}_${th}_${isa}.json"
+      "$BUILD/bench/bench_train_step" --model "$model" --batch "$B" --seq "$T" --threads "$th" --steps "$STEPS" \
+        --cpu-isa "$isa" --json "$f" >&2
+      RESULTS+=("$f")
+    done
+    for variant in $TORCH_VARIANTS; do
+      IFS=: read -r which attention compile <<<"$variant"
+      if [[ $which == debian ]]; then
+        # Debian's torch 1.13 at its best here: OpenMP OpenBLAS, OPENBLAS_CORETYPE unset for this process.
+        py=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
+            OMP_NUM_THREADS="$th" /usr/bin/python3)
+      else
+        [[ -x $TORCH_VENV/bin/python ]] || continue
+        py=(env -u OPENBLAS_CORETYPE OMP_NUM_THREADS="$th" TORCHINDUCTOR_COMPILE_THREADS=1 "$TORCH_VENV/bin/python")
+      fi
+      f="$OUT/pytorch_${model}_${th}_${which}_${attention}${compile:+_compile}.json"
+      flags=(--attention "$attention")
+      [[ -n $compile ]] && flags+=(--compile)
+      "${py[@]}" "$HERE/tools/bench_pytorch.py" --model "$model" --batch "$B" --seq "$T" --threads "$th" \
+        --steps "$STEPS" "${flags[@]}" 2>/dev/null >"$f" || { echo "skipped: pytorch $variant ($model)" >&2; continue; }
+      RESULTS+=("$f")
+    done
   done
 done
 /usr/bin/python3 - "$OUT/model_bench.json" "${RESULTS[@]}" <<'PY'
 import json, sys
 out, files = sys.argv[1], sys.argv[2:]
+runs = [json.load(open(f)) for f in files]
 rows = []
-print(f"{'model':<12} {'thr':>3} {'tessera tok/s':>14} {'pytorch tok/s':>14} {'ratio':>6} {'GFLOP/s':>8} "
-      f"{'MFU':>6} {'RSS MiB T/P':>14}")
-for i in range(0, len(files), 2):
-    t, p = (json.load(open(f)) for f in files[i:i + 2])
-    ratio = t["tokens_per_s"] / p["tokens_per_s"]
-    rows.append({"tessera": t, "pytorch": p, "ratio": ratio})
-    print(f"{t['model']:<12} {t['threads']:>3} {t['tokens_per_s']:>14.0f} {p['tokens_per_s']:>14.0f} {ratio:>6.2f} "
-          f"{t['gflops']:>8.1f} {100*t['mfu']:>5.1f}% {t['peak_rss_mb']:>6.0f}/{p['peak_rss_mb']:<6.0f}")
+print(f"{'model':<12} {'thr':>3} {'tessera level':<14} {'tok/s':>8} {'best pytorch':<28} {'tok/s':>8} {'ratio':>6} "
+      f"{'% peak':>7} {'RSS MiB T/P':>12}")
+for t in (r for r in runs if r["impl"] == "tessera"):
+    same = [p for p in runs if p["impl"] == "pytorch" and p["model"] == t["model"] and p["threads"] == t["threads"]]
+    if not same:
+        continue
+    best = max(same, key=lambda p: p["tokens_per_s"])
+    name = f"{best['torch'].split('+')[0]} {best.get('attention', 'manual')}" + (" compile" if best.get("compiled") else "")
+    ratio = t["tokens_per_s"] / best["tokens_per_s"]
+    rows.append({"tessera": t, "pytorch_best": best, "pytorch_all": same, "ratio": ratio})
+    print(f"{t['model']:<12} {t['threads']:>3} {t['cpu_isa']:<14} {t['tokens_per_s']:>8.0f} {name:<28} "
+          f"{best['tokens_per_s']:>8.0f} {ratio:>6.2f} {100*t['mfu']:>6.1f}% {t['peak_rss_mb']:>5.0f}/{best['peak_rss_mb']:<6.0f}")
+print("every PyTorch variant (tok/s):")
+for p in (r for r in runs if r["impl"] == "pytorch"):
+    print(f"  {p['model']:<12} {p['threads']:>3} torch {p['torch']:<16} {p.get('attention', 'manual'):<7} "
+          f"{'compile' if p.get('compiled') else 'eager':<8} {p['tokens_per_s']:>8.0f}")
 json.dump(rows, open(out, "w"), indent=1)
 PY
