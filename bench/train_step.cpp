@@ -51,7 +51,10 @@ int main(int argc, char** argv) {
     else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
   }
   // Before any kernel or oneDNN call (oneDNN takes its ISA cap only before its first use).
-  if (const Status s = select_cpu_isa(cpu_isa); !s.ok()) { std::fprintf(stderr, "%s\n", s.message().c_str()); return 2; }
+  if (const Status s = select_cpu_isa(cpu_isa); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
   std::printf("CPU kernels %s\n", cpu_isa_summary().c_str());
   MpiRuntime mpi;  // a world of one: the step's data-parallel strategy then never communicates
   omp_set_num_threads(threads);
@@ -129,11 +132,13 @@ int main(int argc, char** argv) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (!f) { std::perror(json_path.c_str()); return 1; }
     std::fprintf(f,
-                 "{\"impl\":\"tessera\",\"cpu_isa\":\"%s\",\"cpu_isa_summary\":\"%s\",\"model\":\"%s\",\"B\":%lld,\"T\":%lld,\"threads\":%d,\"step_s\":%.6f,"
+                 "{\"impl\":\"tessera\",\"cpu_isa\":\"%s\",\"cpu_isa_summary\":\"%s\",\"model\":\"%s\","
+                 "\"B\":%lld,\"T\":%lld,\"threads\":%d,\"step_s\":%.6f,"
                  "\"tokens_per_s\":%.2f,\"gflops\":%.2f,\"sgemm_peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f,"
                  "\"tracked_peak_mb\":%.1f,\"params\":%lld,\"breakdown_s\":%s}\n",
                  cpu_isa_name(active_cpu_isa()), cpu_isa_summary().c_str(), model.c_str(), (long long)B, (long long)T,
-                 threads, t_step, tokens_per_s, gflops, peak, gflops / peak, rss_mb, tracked_mb, (long long)cfg.num_parameters(), breakdown.c_str());
+                 threads, t_step, tokens_per_s, gflops, peak, gflops / peak, rss_mb, tracked_mb,
+                 (long long)cfg.num_parameters(), breakdown.c_str());
     std::fclose(f);
   }
   return 0;

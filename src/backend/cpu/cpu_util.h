@@ -76,10 +76,7 @@ inline ExpParts exp_parts(float xc) {
 // gives 0; above 88.7 +inf; NaN stays NaN. (attn::fast_exp is the cheaper variant for arguments
 // that are at most 0.)
 inline float exp_vec(float x) {
-  // Value ternaries, not std::min/max: those pass references, which keeps GCC from if-converting the
-  // clamp without AVX-512 masks, and then the whole loop around an exp stays scalar on AVX2.
-  float xc = x < -87.3f ? -87.3f : x;
-  xc = 88.7f < xc ? 88.7f : xc;
+  const float xc = std::min(std::max(x, -87.3f), 88.7f);
   const ExpParts e = exp_parts(xc);
   // 2^n as two normal halves: n reaches 128 near the top of the range, one past float's exponent.
   const int32_t h = e.n >> 1;
@@ -90,7 +87,8 @@ inline float exp_vec(float x) {
 }
 
 // Column blocks for the "each thread owns a slice of columns and walks rows in order" reductions.
-// 64 floats = four AVX-512 (eight AVX2) vectors: wide enough to vectorise, small enough to spread C over threads.
+// 64 floats = four AVX-512 (eight AVX2) vectors: wide enough to vectorise, small enough to spread C
+// over threads.
 constexpr int64_t kColBlock = 64;
 inline int64_t col_blocks(int64_t C) { return (C + kColBlock - 1) / kColBlock; }
 
