@@ -109,6 +109,11 @@ Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
 
 void DataParallel::scale_grads(float scale) { ops::scale_inplace(store_.grads(), store_.numel(), scale); }
 
+Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {  // full replicas: in place
+  float* g = store_.grads() + p.offset;
+  return group.all_reduce_async(g, g, p.numel, DType::f32, ReduceOp::sum).wait();
+}
+
 Result<float> DataParallel::clip_grad_norm(float max_norm) {
   return tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
 }

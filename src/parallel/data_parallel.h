@@ -67,6 +67,7 @@ class DataParallel final : public ReplicaSync {
   // Replicas hold the whole averaged gradient: the local sum over the counted tensors, no communication.
   Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
   void scale_grads(float scale) override;
+  Status sum_grad_over(Communicator& group, const ParamInfo& p) override;
 
   double exposed_wait_s() const override { return exposed_wait_s_; }
   void set_trace(TraceFn fn) override { trace_ = std::move(fn); }

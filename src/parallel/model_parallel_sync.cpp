@@ -44,8 +44,7 @@ Status ModelParallelSync::sum_tied_embedding_grads() {
     const ParamLayout& layout = p.store->layout();
     const ParamInfo* wte = layout.find("wte");
     if (!wte || (layout.first_layer() != 0 && !is_tied_embedding_copy(layout, *wte))) continue;
-    float* g = p.store->grads() + wte->offset;
-    const Status s = g_.embedding->all_reduce_async(g, g, wte->numel, DType::f32, ReduceOp::sum).wait();
+    const Status s = p.dp->sum_grad_over(*g_.embedding, *wte);
     if (!s.ok()) return Status(s.code(), "tied embedding gradient: " + s.message());
   }
   return Status::ok_status();

@@ -5,7 +5,8 @@
 // with the backward pass, and runs AdamW over what it owns. On top of that:
 //   - tied embeddings split over pipeline stages: the first stage's wte and the last stage's copy
 //     (the head) each hold part of the gradient; their sum is all-reduced over the "embedding
-//     group" (first and last stage of one (dp, tp) position), so both apply the same update;
+//     group" (first and last stage of one (dp, tp) position), so both apply the same update (under
+//     ZeRO on each rank's slice of it: ReplicaSync::sum_grad_over);
 //   - sequence parallelism: replicated tensors' gradients are partial sums over each tp rank's
 //     rows, summed over the tp group;
 //   - the gradient norm sums each element of the whole model once: sharded tensors on every tp

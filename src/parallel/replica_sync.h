@@ -28,6 +28,10 @@ class ReplicaSync : public GradientSync {
   virtual void scale_grads(float scale) = 0;
   // The chunk's models report where they read parameters (ZeRO-3 gathers them there).
   virtual void on_layer_event(Transformer::LayerEvent, int /*layer*/) {}
+  // After finish(): adds tensor p's final gradient on every rank of `group` (the same tensor held by
+  // another chunk, e.g. a tied embedding on the first and last pipeline stage) into the part of it
+  // this rank keeps. Both sides of `group` must reduce the same tensor at the same point.
+  virtual Status sum_grad_over(Communicator& group, const ParamInfo& p) = 0;
 };
 
 }  // namespace tessera

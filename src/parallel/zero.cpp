@@ -303,6 +303,23 @@ void ZeroSharded::scale_grads(float scale) {
   }
 }
 
+Status ZeroSharded::sum_grad_over(Communicator& group, const ParamInfo& p) {
+  TS_RETURN_IF_ERROR(status_);
+  Unit* u = unit_of(p.layer);
+  TS_CHECK(u && p.offset >= u->begin && p.offset + p.numel <= u->end) << "tensor " << p.name << " outside its unit";
+  float* owned = stage_ >= 2 ? u->acc : store_.grads() + u->owned.begin;
+  const int64_t n = u->end - u->begin;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (whole_unit_.bytes() < bytes) whole_unit_ = Buffer(bytes, MemCategory::communication);
+  float* whole = whole_unit_.as<float>();
+  if (size_ == 1) std::memcpy(whole, owned, bytes);
+  else TS_RETURN_IF_ERROR(dp_.all_gather_async(owned, whole, u->slice, DType::f32).wait());
+  float* g = whole + (p.offset - u->begin);
+  TS_RETURN_IF_ERROR(group.all_reduce_async(g, g, p.numel, DType::f32, ReduceOp::sum).wait());
+  std::memcpy(owned, whole + (u->owned.begin - u->begin), static_cast<size_t>(u->slice) * sizeof(float));
+  return Status::ok_status();
+}
+
 Result<float> ZeroSharded::clip_grad_norm(float max_norm) {
   TS_ASSIGN_OR_RETURN(double ss, grad_sum_of_squares([](const ParamInfo&) { return true; }));
   const double norm = std::sqrt(ss);

@@ -141,10 +141,6 @@ Status check_zero(const RunConfig& cfg) {
   if (p.zero == 0) return Status::ok_status();
   if (p.zero < 0 || p.zero > 3)
     return invalid_argument("parallel.zero = " + str(p.zero) + ": the ZeRO stage must be 0, 1, 2 or 3");
-  if (cfg.model.tied_embeddings && p.pp > 1)
-    return invalid_argument("parallel.zero with tied embeddings split over pipeline stages (parallel.pp = " + str(p.pp) +
-                            ") is not supported: the first and last stage shard wte differently; set "
-                            "model.tied_embeddings = false, parallel.pp = 1, or parallel.zero = 0");
   if (p.zero >= 2 && cfg.train.precision == "fp16")
     return invalid_argument("train.precision = \"fp16\" with parallel.zero = " + str(p.zero) +
                             " is not supported: the loss scaler checks the flat gradients, which ZeRO 2/3 shard; use "

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # Compares the train-loss curves in metrics.jsonl files: every run must log the same steps, and each
-# step's loss must match the first (reference) run within a relative tolerance. With --val, the
-# validation losses too (every run must have evaluated at the same steps).
-#   dp_compare_losses.py --steps N --tolerance TOL [--val] label=metrics.jsonl ...
+# step's loss and pre-clip gradient norm must match the first (reference) run within a relative
+# tolerance (clipping and AdamW hide a constant gradient scale from the loss; the norm shows it).
+# With --val, the validation losses too (every run must have evaluated at the same steps).
+#   dp_compare_losses.py --steps N --tolerance TOL [--grad-norm-tolerance TOL] [--val] label=metrics.jsonl ...
 import argparse
 import json
 import sys
@@ -40,10 +41,33 @@ def compare_val(args):
     return fail
 
 
+def compare_grad_norms(args, tol):
+    """The logged pre-clip gradient norm of every step, each within tol of the reference."""
+    runs = [(r.split("=", 1)[0], losses(r.split("=", 1)[1], "grad_norm")) for r in args.runs]
+    ref_label, ref = runs[0]
+    fail = False
+    worst = 0.0
+    for label, curve in runs[1:]:
+        for s in range(1, args.steps + 1):
+            if curve.get(s) is None or ref.get(s) is None:
+                print(f"FAIL: step {s}: {label} or {ref_label} logged no grad_norm")
+                fail = True
+                continue
+            d = abs(curve[s] - ref[s]) / abs(ref[s])
+            worst = max(worst, d)
+            if not d <= tol:
+                print(f"FAIL: step {s}: {label} grad_norm {curve[s]:.7g} differs from {ref_label}'s {ref[s]:.7g} "
+                      f"by {d:.2e} (relative) > {tol:g}")
+                fail = True
+    print(f"worst relative grad_norm difference {worst:.2e} (tolerance {tol:g})")
+    return fail
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--tolerance", type=float, required=True)
+    ap.add_argument("--grad-norm-tolerance", help="relative, per step (default: --tolerance); 'off' skips")
     ap.add_argument("--val", action="store_true", help="also compare the validation losses")
     ap.add_argument("runs", nargs="+")
     args = ap.parse_args()
@@ -71,6 +95,9 @@ def main():
         print(f"FAIL: the reference loss did not fall ({ref[1]:.4f} -> {ref[args.steps]:.4f})")
         fail = True
     print(f"worst relative difference {worst:.2e} (tolerance {args.tolerance:g})")
+    grad_tol = args.grad_norm_tolerance
+    if grad_tol != "off" and compare_grad_norms(args, args.tolerance if grad_tol is None else float(grad_tol)):
+        fail = True
     if args.val and compare_val(args):
         fail = True
     if fail:

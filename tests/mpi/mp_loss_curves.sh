@@ -1,20 +1,29 @@
 #!/bin/sh
 # Golden-curve test of model parallelism: one model trained 20 steps on a single process (the
-# reference) and in each given layout must log the same loss curve (relative difference <= tol per
-# step). Every job sees the same global batch of 512 tokens (micro_batch 2 x seq_len 64 x grad_accum
+# reference) and in each given layout must log the same loss curve and the same pre-clip gradient
+# norms (relative difference per step). Every job sees the same global batch of 512 tokens (micro_batch 2 x seq_len 64 x grad_accum
 # 4 on one process; dp ranks split it, pipeline stages use the accumulation steps as micro-batches).
-#   mp_loss_curves.sh <tessera> <data_dir> <work_dir> <tolerance> "<model overrides>" <label>=<np>:<overrides> ...
+#   mp_loss_curves.sh <tessera> <data_dir> <work_dir> <tolerances> "<model overrides>" <label>=<np>:<overrides> ...
+# <tolerances>: one number for all, or loss=A,grad_norm=B,weights=C (an omitted one takes loss's;
+# grad_norm=off where a layout logs another norm, e.g. local SGD's per-replica one).
 # <overrides> are key=value pairs for `tessera train` joined by '+', e.g. parallel.tp=2+parallel.pp=2.
 # A layout job also checks that its dp replicas stay bitwise identical (--verify-replicas), and its
 # final checkpoint must export (tessera export: unsharded tensors, Hugging Face names) the same
-# safetensors as the reference's, every tensor within tol of its largest magnitude.
+# safetensors as the reference's, every tensor within the weights tolerance of its largest magnitude.
 # A label ending in "_resumed" stops after 10 steps and continues with --resume (same curve expected).
 # An override from=<label> (of an earlier "_resumed" job) re-shards instead: this job starts from that
 # job's step-10 checkpoint and metrics and trains steps 11-20 in its own layout (any dp/tp/pp/zero).
 # Validation (steps 10 and 20) covers the same 4 windows in every job: 2 batches of 2 on one dp
 # rank, so a layout with parallel.dp=2 must pass train.eval_batches=1 (each rank evaluates its slice).
 set -e
-tessera=$1; data=$2; work=$3; tol=$4; model=$5; shift 5
+tessera=$1; data=$2; work=$3; tolerances=$4; model=$5; shift 5
+tolerance() {  # tolerance <name>: its value in $tolerances, else loss's, else the plain number
+  v=$(echo "$tolerances" | tr ',' '\n' | sed -n "s/^$1=//p")
+  [ -n "$v" ] || v=$(echo "$tolerances" | tr ',' '\n' | sed -n "s/^loss=//p")
+  [ -n "$v" ] || v=$tolerances
+  echo "$v"
+}
+loss_tol=$(tolerance loss); grad_tol=$(tolerance grad_norm); weights_tol=$(tolerance weights)
 config=$(dirname "$0")/../../configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 train() {  # label np [--stop-after N | --resume] overrides...
@@ -53,12 +62,13 @@ for spec in "$@"; do
   run "$label" "$np" $overrides
   runs="$runs $label=$work/$label/metrics.jsonl"
 done
-/usr/bin/python3 "$(dirname "$0")/dp_compare_losses.py" --steps 20 --tolerance "$tol" --val $runs
+/usr/bin/python3 "$(dirname "$0")/dp_compare_losses.py" --steps 20 --tolerance "$loss_tol" \
+  --grad-norm-tolerance "$grad_tol" --val $runs
 "$tessera" export --run "$work/reference" --out "$work/reference.safetensors" >/dev/null
 for spec in "$@"; do
   label=${spec%%=*}
   "$tessera" export --run "$work/$label" --out "$work/$label.safetensors" >/dev/null
-  /usr/bin/python3 "$(dirname "$0")/compare_safetensors.py" --tolerance "$tol" "$work/reference.safetensors" \
+  /usr/bin/python3 "$(dirname "$0")/compare_safetensors.py" --tolerance "$weights_tol" "$work/reference.safetensors" \
     "$work/$label.safetensors"
 done
 echo "PASS: every layout's loss curve, validation loss and exported weights match the single process"
