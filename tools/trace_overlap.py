@@ -2,8 +2,10 @@
 # Share of data-parallel all-reduce time hidden behind the backward pass, from a `tessera train --trace` file.
 # Per rank and step: comm = union of "allreduce bucket <i>" spans, hidden = the part of it inside a
 # "backward" span; prints a table and the total hidden/comm over all ranks and steps (first step
-# excluded unless --include-first: it warms caches and allocators).
-# Usage: trace_overlap.py TRACE.json [--json OUT.json] [--include-first]
+# excluded unless --include-first: it warms caches and allocators). --require-overlap fails unless, in
+# every step used, some bucket was launched while the backward pass was still running (a structural
+# check, not a timing one: a strategy that reduces only after the backward fails it at any speed).
+# Usage: trace_overlap.py TRACE.json [--json OUT.json] [--include-first] [--require-overlap]
 import argparse
 import json
 import sys
@@ -54,9 +56,12 @@ def analyse(events, include_first):
             comm = spans(lambda n: n.startswith("allreduce bucket"))
             bwd = spans(lambda n: n == "backward")
             wait = spans(lambda n: n == "grad sync wait")
+            launched_in_bwd = sum(1 for e in inside if e["name"].startswith("allreduce bucket")
+                                  and any(a <= e["ts"] < b for a, b in bwd))
             rows.append({"rank": r, "step": step, "backward_ms": length(bwd) / 1e3, "comm_ms": length(comm) / 1e3,
                          "hidden_ms": intersect(comm, bwd) / 1e3, "sync_wait_ms": length(wait) / 1e3,
-                         "buckets": sum(1 for e in inside if e["name"].startswith("allreduce bucket"))})
+                         "buckets": sum(1 for e in inside if e["name"].startswith("allreduce bucket")),
+                         "launched_in_backward": launched_in_bwd})
     used = [x for x in rows if include_first or x["step"] > 1]
     comm = sum(x["comm_ms"] for x in used)
     hidden = sum(x["hidden_ms"] for x in used)
@@ -71,6 +76,8 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--json", help="write rows and totals here")
     ap.add_argument("--include-first", action="store_true", help="count the first step too")
+    ap.add_argument("--require-overlap", action="store_true",
+                    help="fail unless every step used launched a bucket during its backward pass")
     args = ap.parse_args()
     with open(args.trace) as f:
         events = json.load(f)["traceEvents"]
@@ -91,6 +98,14 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "total": total}, f, indent=1)
+    if args.require_overlap:
+        late = [x for x in rows if (args.include_first or x["step"] > 1) and x["launched_in_backward"] == 0]
+        for x in late:
+            print(f"FAIL: rank {x['rank']} step {x['step']}: none of its {x['buckets']} bucket(s) was launched "
+                  f"during the backward pass (no overlap is possible)")
+        if late:
+            sys.exit(1)
+        print("every step launched buckets during its backward pass")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every data-parallel rank writes its own part of a checkpoint (shard_<rank>.bin), and the pieces
 # load back exactly: a 2-rank run stopped after 4 steps and resumed continues with bitwise the same
-# losses as the run done in one go, and a 2-rank checkpoint evaluates in a single process.
+# losses as the run done in one go, and a 2-rank checkpoint evaluates in a single process to the
+# validation loss the run logged.
 #   dp_checkpoint_shards.sh <tessera> <data_dir> <work_dir>
 set -euo pipefail
 tessera=$1; data=$2; work=$3
@@ -31,5 +32,12 @@ la=$(losses "$work/A/metrics.jsonl"); lb=$(losses "$work/B/metrics.jsonl")
 cmp "$work/A/checkpoints/step_00000008/shard_1.bin" "$work/B/checkpoints/step_00000008/shard_1.bin" ||
   fail "rank 1's final shard differs between the resumed and the uninterrupted run"
 "$tessera" eval --run "$work/A" --batches 2 --threads 1 >"$work/eval.txt" || fail "eval of a 2-rank checkpoint"
-grep -q "loss" "$work/eval.txt" || fail "eval printed no loss: $(cat "$work/eval.txt")"
+# The same 8 validation sequences (2 batches of 4 here; 2 ranks x 2 batches of 2 in training): the
+# single process must print the loss the 2-rank run logged at step 8 (to its 4 printed decimals).
+eval_loss=$(sed -n 's/.*: loss \([0-9.]*\) nats\/token.*/\1/p' "$work/eval.txt")
+val_loss=$(/usr/bin/python3 -c 'import json,sys
+print(next(e["val_loss"] for e in map(json.loads, open(sys.argv[1])) if e.get("step") == 8 and "val_loss" in e))' \
+  "$work/A/metrics.jsonl")
+/usr/bin/python3 -c 'import sys; sys.exit(abs(float(sys.argv[1]) - float(sys.argv[2])) > 6e-5)' "${eval_loss:-nan}" \
+  "$val_loss" || fail "eval of the 2-rank checkpoint: loss ${eval_loss:-missing} != the run's val_loss $val_loss at step 8"
 echo "OK: 2 shards per checkpoint, resumed losses identical ($la), single-process eval: $(cat "$work/eval.txt")"

@@ -4,6 +4,7 @@
 # hold bitwise-identical parameters after every step, or the job fails). Checks:
 #   - "none" (given explicitly) reproduces the job without a [comm] key bitwise;
 #   - every method trains: its loss drop over the 20 steps is at least half of none's;
+#     (a loss curve cannot show missing error feedback; test_compressed_exchange.cpp does);
 #   - every method sends less: the done line's data-parallel traffic (ring model) is at most
 #     none's / its minimum ratio (bf16 1.8, others 3; env MIN_RATIO overrides: ZeRO's bf16 halves only
 #     the gradient reduce-scatter, not the parameter all-gather).

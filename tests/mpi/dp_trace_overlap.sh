@@ -5,4 +5,4 @@ set -e
 trace=$1; shift
 rm -f "$trace"
 "$@"
-exec /usr/bin/python3 "$(dirname "$0")/../../tools/trace_overlap.py" "$trace"
+exec /usr/bin/python3 "$(dirname "$0")/../../tools/trace_overlap.py" --require-overlap "$trace"
