@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "backend/ops.h"
 #include "comm/agreement.h"
 
 namespace tessera {
@@ -43,6 +44,20 @@ Status LocalSgd::broadcast_parameters() {
 
 Result<float> LocalSgd::clip_grad_norm(float max_norm) {
   return tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
+}
+
+Result<double> LocalSgd::grad_sum_of_squares(const CountedTensor& counted) {
+  double local = 0;
+  for (const ParamInfo& p : store_.layout().params())
+    if (counted(p)) local += ops::sum_of_squares(store_.grads() + p.offset, p.numel);
+  return local;
+}
+
+void LocalSgd::scale_grads(float scale) { ops::scale_inplace(store_.grads(), store_.numel(), scale); }
+
+Status LocalSgd::sum_grad_over(Communicator& group, const ParamInfo& p) {
+  float* g = store_.grads() + p.offset;
+  return group.all_reduce_async(g, g, p.numel, DType::f32, ReduceOp::sum).wait();
 }
 
 void LocalSgd::optimizer_step(float lr) { opt_.step(store_.params(), store_.grads(), lr); }

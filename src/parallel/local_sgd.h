@@ -10,6 +10,10 @@
 //
 // Inner AdamW moments stay per replica (as DiLoCo keeps them); the replicas hold different
 // parameters between synchronisations and identical anchors and outer momenta always.
+//
+// A replica may itself span ranks (tp > 1, pp > 1): ModelParallelSync holds one LocalSgd per model
+// chunk, whose dp group is that chunk's replicas, and adds the tp / pp corrections (norm over the
+// replica's ranks, tied-embedding and sequence-parallel sums) on the local gradients.
 #pragma once
 #include <cstdint>
 
@@ -17,7 +21,7 @@
 #include "core/memory.h"
 #include "model/param_layout.h"
 #include "optim/adamw.h"
-#include "parallel/gradient_sync.h"
+#include "parallel/replica_sync.h"
 
 namespace tessera {
 
@@ -32,7 +36,7 @@ struct LocalSgdConfig {
 //   v = momentum * v + delta;  anchor -= lr * (nesterov ? delta + momentum * v : v)
 void outer_sgd_step(float* anchor, float* velocity, const float* delta, int64_t n, const LocalSgdConfig& cfg);
 
-class LocalSgd final : public GradientSync {
+class LocalSgd final : public ReplicaSync {
  public:
   // dp: the replicas; AdamW (with `optim`) covers the whole flat buffer of `store`.
   LocalSgd(Communicator& dp, ParamStore& store, const AdamWConfig& optim, const LocalSgdConfig& cfg);
@@ -44,6 +48,10 @@ class LocalSgd final : public GradientSync {
   void set_sync(bool) override {}
   void on_layer_ready(int) override {}
   Status finish() override { return Status::ok_status(); }  // inner steps: the local gradient
+  // This replica's own gradient (no communication over dp).
+  Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
+  void scale_grads(float scale) override;
+  Status sum_grad_over(Communicator& group, const ParamInfo& p) override;
   // Norm of this replica's own gradient (no communication).
   Result<float> clip_grad_norm(float max_norm) override;
   void optimizer_step(float lr) override;

@@ -108,9 +108,13 @@ Status save_checkpoint(TrainingRun& run, bool last) {
   run.heartbeat.beat("checkpoint", step);
   const double t0 = Timeline::now_s();
   std::vector<CheckpointChunk> chunks;
-  for (const OwnedState& o : run.sync->owned_state())
+  for (const OwnedState& o : run.sync->owned_state()) {
     chunks.push_back({run.stores[static_cast<size_t>(o.chunk)].get(), o.optimizer, o.range});
-  if (run.local_sgd) chunks.front().extra = local_sgd_checkpoint_tensors(*run.local_sgd);
+    if (!run.local_sgd.empty()) {
+      const TrainingRun::LocalSgdChunk& l = run.local_sgd.at(static_cast<size_t>(o.chunk));
+      chunks.back().extra = local_sgd_checkpoint_tensors(*l.sync, l.key_prefix);
+    }
+  }
   const FaultInjection* faults = run.faults;
   if (cfg.train.async_checkpoint) {
     AsyncSaveOptions o;

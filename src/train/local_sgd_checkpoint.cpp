@@ -9,17 +9,22 @@ namespace {
 
 // Keys and what they hold: the outer state is split over the replicas, the inner state is per replica.
 struct LocalKeys {
-  const char* anchor = "local_sgd/anchor";
-  const char* momentum = "local_sgd/outer_momentum";
-  const char* params = "local_sgd/replica_params";
-  const char* adam_m = "local_sgd/replica_adam_m";
-  const char* adam_v = "local_sgd/replica_adam_v";
+  explicit LocalKeys(const std::string& prefix)
+      : anchor(prefix + "anchor"), momentum(prefix + "outer_momentum"), params(prefix + "replica_params"),
+        adam_m(prefix + "replica_adam_m"), adam_v(prefix + "replica_adam_v") {}
+  std::string anchor, momentum, params, adam_m, adam_v;
 };
 
 }  // namespace
 
-std::vector<ExtraTensor> local_sgd_checkpoint_tensors(LocalSgd& s) {
-  const LocalKeys k;
+std::string local_sgd_key_prefix(bool whole_replica, int stage, int chunk, int tp_rank) {
+  if (whole_replica) return "local_sgd/";
+  return "local_sgd/stage" + std::to_string(stage) + ".chunk" + std::to_string(chunk) + ".tp" +
+         std::to_string(tp_rank) + "/";
+}
+
+std::vector<ExtraTensor> local_sgd_checkpoint_tensors(LocalSgd& s, const std::string& prefix) {
+  const LocalKeys k(prefix);
   const int64_t n = s.store().numel(), dp = s.dp().size(), r = s.dp().rank();
   const FlatRange own = s.checkpoint_range();
   AdamW& opt = s.inner_optimizer();
@@ -32,15 +37,22 @@ std::vector<ExtraTensor> local_sgd_checkpoint_tensors(LocalSgd& s) {
   };
 }
 
-Status restore_local_sgd_state(const std::string& checkpoint_dir, LocalSgd& s) {
-  const LocalKeys k;
+Status restore_local_sgd_state(const std::string& checkpoint_dir, LocalSgd& s, const std::string& prefix) {
+  const LocalKeys k(prefix);
   TS_ASSIGN_OR_RETURN(checkpoint::CheckpointReader reader, checkpoint::open_checkpoint(checkpoint_dir));
   const checkpoint::TensorEntry* saved = reader.find(k.params);
-  if (!saved) return Status::ok_status();  // synchronous training saved it: start local SGD here
+  if (!saved) {
+    for (const checkpoint::TensorEntry& t : reader.tensors())
+      if (t.key.rfind("local_sgd/", 0) == 0)
+        return invalid_argument("checkpoint " + checkpoint_dir + " holds local SGD state of another layout (" + t.key +
+                                ", not " + k.params + "): resume with the parallel.tp / parallel.pp it was saved "
+                                "with (per-replica state does not reshard)");
+    return Status::ok_status();  // synchronous training saved it: start local SGD here
+  }
   const int64_t n = s.store().numel(), dp = s.dp().size(), r = s.dp().rank();
   if (saved->global_shape.size() != 2 || saved->global_shape[1] != n)
-    return invalid_argument("checkpoint " + checkpoint_dir + " holds local SGD state for another model size: "
-                            "resume with the model it was saved with");
+    return invalid_argument("checkpoint " + checkpoint_dir + " holds local SGD state for another model size or "
+                            "layout: resume with the model and parallel.tp / parallel.pp it was saved with");
   if (saved->global_shape[0] != dp)
     return invalid_argument("checkpoint " + checkpoint_dir + " holds the local SGD state of " +
                             std::to_string(saved->global_shape[0]) + " replicas, this job has parallel.dp = " +

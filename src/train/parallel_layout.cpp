@@ -208,19 +208,18 @@ Status check_compression(const RunConfig& cfg) {
   return Status::ok_status();
 }
 
-// Local SGD keeps whole replicas that drift apart between synchronisations: only plain data
-// parallelism (tp = pp = 1, no ZeRO sharding of the optimizer it runs per replica) is supported.
+// Local SGD keeps replicas (whole, or spread over tp x pp ranks) that drift apart between
+// synchronisations; each runs its own optimizer, which ZeRO would shard over the replicas.
 Status check_local_sgd(const RunConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
   if (cfg.train.local_steps > 0 && p.mode != "allreduce")
     return invalid_argument("train.local_steps = " + str(cfg.train.local_steps) + " (local SGD) averages replicas with "
                             "all-reduce, but parallel.mode = \"" + p.mode + "\": set parallel.mode = \"allreduce\" or "
                             "train.local_steps = 0");
-  if (cfg.train.local_steps == 0 || (p.tp == 1 && p.pp == 1 && p.zero == 0)) return Status::ok_status();
-  return invalid_argument("train.local_steps = " + str(cfg.train.local_steps) + " (local SGD) needs whole replicas, "
-                          "but parallel.tp = " + str(p.tp) + ", parallel.pp = " + str(p.pp) + ", parallel.zero = " +
-                          str(p.zero) + " split them: set parallel.tp = 1, parallel.pp = 1 and parallel.zero = 0, or "
-                          "train.local_steps = 0 (synchronous training)");
+  if (cfg.train.local_steps == 0 || p.zero == 0) return Status::ok_status();
+  return invalid_argument("train.local_steps = " + str(cfg.train.local_steps) + " (local SGD) runs an optimizer per "
+                          "replica, but parallel.zero = " + str(p.zero) + " shards it over the replicas: set "
+                          "parallel.zero = 0, or train.local_steps = 0 (synchronous training)");
 }
 
 Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {

@@ -74,7 +74,12 @@ struct TrainingRun {
   std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
   std::unique_ptr<Transformer> model;               // dp-only layouts: the one replica
   std::unique_ptr<GradientSync> sync;
-  LocalSgd* local_sgd = nullptr;                    // train.local_steps > 0: `sync` is local SGD
+  // train.local_steps > 0: each model chunk's local SGD (inside `sync`) and its checkpoint key prefix.
+  struct LocalSgdChunk {
+    LocalSgd* sync;
+    std::string key_prefix;
+  };
+  std::vector<LocalSgdChunk> local_sgd;
   std::unique_ptr<MicroBatchRunner> runner;
   std::unique_ptr<StepHooks> hooks;  // the FaultInjection below, wrapping the test-only PlantedFault
   FaultInjection* faults = nullptr;  // TESSERA_FAULT (none in normal runs)

@@ -100,6 +100,10 @@ Result<CompressionConfig> compression_config(const RunConfig& cfg) {
   return CompressionConfig{kind, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
 }
 
+LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
+  return {cfg.train.local_steps, cfg.outer.lr, cfg.outer.momentum, cfg.outer.nesterov};
+}
+
 // dp x 1 x 1: one replica, data parallelism and gradient accumulation.
 Status build_data_parallel_model(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
@@ -114,10 +118,8 @@ Status build_data_parallel_model(TrainingRun& run) {
   if (is_param_server_run(cfg)) {
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run));
   } else if (cfg.train.local_steps > 0) {
-    auto local = std::make_unique<LocalSgd>(run.grid->dp(), run.store(), cfg.optim,
-                                            LocalSgdConfig{cfg.train.local_steps, cfg.outer.lr, cfg.outer.momentum,
-                                                           cfg.outer.nesterov});
-    run.local_sgd = local.get();
+    auto local = std::make_unique<LocalSgd>(run.grid->dp(), run.store(), cfg.optim, local_sgd_config(cfg));
+    run.local_sgd.push_back({local.get(), local_sgd_key_prefix(true, 0, 0, 0)});
     run.sync = std::move(local);
   } else {
     run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
@@ -134,7 +136,7 @@ Status build_data_parallel_model(TrainingRun& run) {
 
 // Any layout with tp > 1, pp > 1 or ZeRO: this rank's chunks of its stage, as its tp shard; the
 // pipeline runner (also at pp = 1: then it is accumulation) and the model-parallel gradient strategy
-// with a DataParallel or ZeroSharded part per chunk.
+// with a DataParallel, ZeroSharded or LocalSgd part per chunk.
 Status build_model_parallel(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
@@ -162,6 +164,12 @@ Status build_model_parallel(TrainingRun& run) {
   const int64_t bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
+    if (cfg.train.local_steps > 0) {
+      auto local = std::make_unique<LocalSgd>(grid.dp(), store, cfg.optim, local_sgd_config(cfg));
+      const int chunk = static_cast<int>(run.local_sgd.size());
+      run.local_sgd.push_back({local.get(), local_sgd_key_prefix(false, stage, chunk, grid.coord().tp)});
+      return local;
+    }
     if (zero > 0)
       return std::make_unique<ZeroSharded>(grid.dp(), store, cfg.optim, zero,
                                            compression.kind == CompressionKind::bf16);
@@ -210,7 +218,9 @@ Status build_model(TrainingRun& run) {
 // newest complete one: resume sets aside any newer that failed to load).
 Status restore_local_sgd(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(auto latest, checkpoint::find_latest_complete(run.cfg.train.out_dir));
-  return restore_local_sgd_state(latest.path, *run.local_sgd);
+  for (const TrainingRun::LocalSgdChunk& l : run.local_sgd)
+    TS_RETURN_IF_ERROR(restore_local_sgd_state(latest.path, *l.sync, l.key_prefix));
+  return Status::ok_status();
 }
 
 void print_banner(const TrainingRun& run) {
@@ -284,7 +294,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(open_loaders(*run));
   TS_RETURN_IF_ERROR(build_model(*run));
   TS_RETURN_IF_ERROR(agree_on(world, prepare_run_directory(*run)));
-  if (run->local_sgd && run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_local_sgd(*run)));
+  if (!run->local_sgd.empty() && run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_local_sgd(*run)));
   // Replicas of one stage and shard must hold the same layout.
   uint64_t numel = 0;
   for (const auto& st : run->stores) numel += static_cast<uint64_t>(st->numel());

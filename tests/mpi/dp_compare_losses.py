@@ -42,12 +42,17 @@ def compare_val(args):
 
 
 def compare_grad_norms(args, tol):
-    """The logged pre-clip gradient norm of every step, each within tol of the reference."""
+    """The logged pre-clip gradient norm of every step, each within tol of the reference: the first
+    run, or from --grad-norm-reference on, that run (a strategy that logs another norm, e.g. local
+    SGD's per-replica one, is compared with its own kind)."""
     runs = [(r.split("=", 1)[0], losses(r.split("=", 1)[1], "grad_norm")) for r in args.runs]
     ref_label, ref = runs[0]
     fail = False
     worst = 0.0
     for label, curve in runs[1:]:
+        if label == args.grad_norm_reference:
+            ref_label, ref = label, curve
+            continue
         for s in range(1, args.steps + 1):
             if curve.get(s) is None or ref.get(s) is None:
                 print(f"FAIL: step {s}: {label} or {ref_label} logged no grad_norm")
@@ -68,6 +73,7 @@ def main():
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--tolerance", type=float, required=True)
     ap.add_argument("--grad-norm-tolerance", help="relative, per step (default: --tolerance); 'off' skips")
+    ap.add_argument("--grad-norm-reference", help="this run and those after it: grad norms against this run")
     ap.add_argument("--val", action="store_true", help="also compare the validation losses")
     ap.add_argument("runs", nargs="+")
     args = ap.parse_args()

@@ -5,7 +5,8 @@
 # 4 on one process; dp ranks split it, pipeline stages use the accumulation steps as micro-batches).
 #   mp_loss_curves.sh <tessera> <data_dir> <work_dir> <tolerances> "<model overrides>" <label>=<np>:<overrides> ...
 # <tolerances>: one number for all, or loss=A,grad_norm=B,weights=C (an omitted one takes loss's;
-# grad_norm=off where a layout logs another norm, e.g. local SGD's per-replica one).
+# grad_norm=off skips the norms; grad_norm_from=<label>: that layout and the ones after it compare
+# their norms with that layout's, e.g. local SGD's per-replica norm with local SGD's).
 # <overrides> are key=value pairs for `tessera train` joined by '+', e.g. parallel.tp=2+parallel.pp=2.
 # A layout job also checks that its dp replicas stay bitwise identical (--verify-replicas), and its
 # final checkpoint must export (tessera export: unsharded tensors, Hugging Face names) the same
@@ -24,6 +25,7 @@ tolerance() {  # tolerance <name>: its value in $tolerances, else loss's, else t
   echo "$v"
 }
 loss_tol=$(tolerance loss); grad_tol=$(tolerance grad_norm); weights_tol=$(tolerance weights)
+grad_from=$(echo "$tolerances" | tr ',' '\n' | sed -n "s/^grad_norm_from=//p")
 config=$(dirname "$0")/../../configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 train() {  # label np [--stop-after N | --resume] overrides...
@@ -63,7 +65,7 @@ for spec in "$@"; do
   runs="$runs $label=$work/$label/metrics.jsonl"
 done
 /usr/bin/python3 "$(dirname "$0")/dp_compare_losses.py" --steps 20 --tolerance "$loss_tol" \
-  --grad-norm-tolerance "$grad_tol" --val $runs
+  --grad-norm-tolerance "$grad_tol" ${grad_from:+--grad-norm-reference "$grad_from"} --val $runs
 "$tessera" export --run "$work/reference" --out "$work/reference.safetensors" >/dev/null
 for spec in "$@"; do
   label=${spec%%=*}
