@@ -1,0 +1,21 @@
+// tessera config reference: the config reference (every key of the schema) as Markdown on stdout.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "train/config_reference.h"
+
+namespace tessera::cli {
+
+Runner add_config(CLI::App& app) {
+  CLI::App* c = app.add_subcommand("config", "Describe the run config");
+  CLI::App* ref = c->add_subcommand("reference", "Print every config key (type, default, meaning) as Markdown");
+  c->require_subcommand(1);
+  return [ref] {
+    if (!ref->parsed()) return 1;
+    const std::string md = config_reference_markdown();
+    std::fwrite(md.data(), 1, md.size(), stdout);
+    return 0;
+  };
+}
+
+}  // namespace tessera::cli
