@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
 #include "core/rng.h"
 #include "model/config.h"
@@ -221,7 +222,8 @@ int main(int argc, char** argv) {
     for (size_t m = 0; m < modes.size(); ++m) {
       ParamStore store{ParamLayout(cfg)};
       init_parameters(store, cfg, 1337);
-      Transformer net(cfg, store, B, T);
+      CpuBackend backend;
+      Transformer net(backend, cfg, store, B, T);
       net.set_precision(modes[m]);
       AdamW opt(store.layout(), AdamWConfig{});
       LossScaler scaler;

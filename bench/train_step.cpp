@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu_isa.h"
 #include "backend/sgemm_peak.h"
 #include "comm/mpi/mpi_communicator.h"
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
   const double peak = ops::measure_sgemm_peak_gflops(2048, 3);
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 1234);
-  Transformer net(cfg, store, B, T);
+  CpuBackend backend;
+  Transformer net(backend, cfg, store, B, T);
   auto world = MpiCommunicator::create_world();
   if (!world.ok()) { std::fprintf(stderr, "%s\n", world.status().message().c_str()); return 1; }
   DataParallel sync(*world.value(), store, AdamWConfig{}, 4 << 20);

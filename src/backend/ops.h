@@ -142,4 +142,14 @@ void adamw_update(float* params, const float* grads, float* m, float* v, int64_t
 double sum_of_squares(const float* x, int64_t n);
 void scale_inplace(float* x, int64_t n, float s);
 
+// ---- element-wise (cpu/elementwise.cpp) ----
+void fill(float* x, int64_t n, float value);
+void copy(float* dst, const float* src, int64_t n);  // ranges may overlap
+// out = y + x; out may be y (then y += x).
+void add(float* out, const float* y, const float* x, int64_t n);
+// y += a * x.
+void axpy(float* y, float a, const float* x, int64_t n);
+// How many of x[0, n) are NaN or +-inf.
+int64_t count_nonfinite(const float* x, int64_t n);
+
 }  // namespace tessera::ops

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "data/loader.h"
 #include "data/manifest.h"
@@ -59,7 +60,8 @@ Runner add_eval(CLI::App& app) {
       loader = EvalLoader::open(m.value(), a->split, static_cast<int>(a->batch), static_cast<int>(T));
     }
     if (!loader.ok()) return fail(loader.status().message());
-    Transformer model(lm->config, *lm->store, a->batch, T);
+    CpuBackend backend;
+    Transformer model(backend, lm->config, *lm->store, a->batch, T);
     auto result = evaluate_loss(model, loader.value(), a->batches);
     if (!result.ok()) return fail(what + ": " + result.status().message());
     const int64_t n = result->batches;

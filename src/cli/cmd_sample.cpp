@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "core/rng.h"
 #include "data/manifest.h"
@@ -65,7 +66,8 @@ Runner add_sample(CLI::App& app) {
     if (ids.empty()) ids.push_back(0);
     const ModelConfig& cfg = lm->config;
     const int64_t T = std::min<int64_t>(cfg.max_seq_len, static_cast<int64_t>(ids.size()) + a->tokens);
-    Transformer model(cfg, *lm->store, 1, T);
+    CpuBackend backend;
+    Transformer model(backend, cfg, *lm->store, 1, T);
     std::vector<int32_t> window(T, 0);
     std::vector<int> scratch;
     Rng rng(a->seed);

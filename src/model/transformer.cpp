@@ -18,8 +18,9 @@ Buffer act_buffer(int64_t numel) {
 }
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T, Recompute recompute)
-    : cfg_(cfg), store_(store), B_(B), T_(T),
+Transformer::Transformer(Backend& backend, const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T,
+                         Recompute recompute)
+    : be_(backend), cfg_(cfg), store_(store), B_(B), T_(T),
       first_(store.layout().first_layer()), last_(store.layout().last_layer()), recompute_(recompute),
       acts_(std::make_unique<Acts>()), w_(std::make_unique<Weights>()) {
   TS_CHECK(T <= cfg.max_seq_len) << "T=" << T << " exceeds max_seq_len=" << cfg.max_seq_len;

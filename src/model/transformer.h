@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 
+#include "backend/backend.h"
 #include "core/memory.h"
 #include "model/config.h"
 #include "model/op_profile.h"
@@ -46,9 +47,9 @@ namespace tessera {
 
 class Transformer {
  public:
-  // B, T: micro-batch shape (T <= cfg.max_seq_len). `store` must outlive the model. `recompute`:
-  // which activations are kept for backward (model/recompute.h).
-  Transformer(const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T,
+  // B, T: micro-batch shape (T <= cfg.max_seq_len). `backend` runs every op; it and `store` must
+  // outlive the model. `recompute`: which activations are kept for backward (model/recompute.h).
+  Transformer(Backend& backend, const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T,
               Recompute recompute = Recompute::none);
   ~Transformer();
   Transformer(const Transformer&) = delete;
@@ -147,6 +148,7 @@ class Transformer {
   // One block's forward from its input x (NS, C) into v. Without mlp_output it stops after the
   // MLP activation (full recomputation: backward needs nothing after it).
   void layer_forward(int layer, const float* x, const LayerView& v, bool mlp_output);
+  Backend& be_;
   ModelConfig cfg_;
   ParamStore& store_;
   int64_t B_, T_;

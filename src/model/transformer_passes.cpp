@@ -14,53 +14,49 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/ops.h"
 #include "core/log.h"
 #include "model/transformer_state.h"
 
 namespace tessera {
 
 namespace {
-void zero(Buffer& b) { std::memset(b.data(), 0, b.bytes()); }
+void zero(Backend& be, Buffer& b) {
+  TS_CHECK(b.bytes() % sizeof(float) == 0) << "activation of " << b.bytes() << " bytes is not floats";
+  be.fill(b.as<float>(), static_cast<int64_t>(b.bytes() / sizeof(float)), 0.0f);
+}
 // The linear layers at the model's precision: fp32 calls the f32 ops themselves (bitwise the f32
 // model); bf16 / fp16 round the operands and accumulate in f32 (ops.h, reduced-precision matmul).
-void linear_forward(Precision p, float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                    int64_t C, int64_t OC) {
-  if (p == Precision::fp32) ops::matmul_forward(out, inp, weight, bias, N, C, OC);
-  else ops::matmul_forward_lowp(p, out, inp, weight, bias, N, C, OC);
+void linear_forward(Backend& be, Precision p, float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t N, int64_t C, int64_t OC) {
+  if (p == Precision::fp32) be.matmul_forward(out, inp, weight, bias, N, C, OC);
+  else be.matmul_forward_lowp(p, out, inp, weight, bias, N, C, OC);
 }
-void linear_backward(Precision p, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int64_t N, int64_t C, int64_t OC) {
-  if (p == Precision::fp32) ops::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-  else ops::matmul_backward_lowp(p, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+void linear_backward(Backend& be, Precision p, float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+  if (p == Precision::fp32) be.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+  else be.matmul_backward_lowp(p, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 }  // namespace
 
 namespace {
 // out = norm(inp): LayerNorm (gpt2) or RMSNorm (llama).
-void norm_forward(bool rms, float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
-                  int64_t N, int64_t C, float eps) {
-  if (rms) ops::rmsnorm_forward(out, rstd, inp, w, N, C, eps);
-  else ops::layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
+void norm_forward(Backend& be, bool rms, float* out, float* mean, float* rstd, const float* inp, const float* w,
+                  const float* b, int64_t N, int64_t C, float eps) {
+  if (rms) be.rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+  else be.layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
 }
-void norm_backward(bool rms, float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                   const float* mean, const float* rstd, int64_t N, int64_t C) {
-  if (rms) ops::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
-  else ops::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+void norm_backward(Backend& be, bool rms, float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                   const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) {
+  if (rms) be.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+  else be.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
-// out = y + x; out may be y (then it is y += x).
-void add(float* out, const float* y, const float* x, int64_t n) {
-#pragma omp parallel for simd
-  for (int64_t i = 0; i < n; ++i) out[i] = y[i] + x[i];
-}
-void copy(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
 // The input of a column-parallel linear in forward: the saved norm output (NS rows), all N rows on
 // return. Under sequence parallelism `full` is the (N, C) scratch its rows are gathered into (at
 // row R0); else `full` is null and the input is `saved` itself.
-float* column_input_forward(TensorParallelHooks& tp, float* full, float* saved, TpPoint point, int layer, int64_t N,
-                            int64_t C, int64_t NS, int64_t R0) {
+float* column_input_forward(Backend& be, TensorParallelHooks& tp, float* full, float* saved, TpPoint point, int layer,
+                            int64_t N, int64_t C, int64_t NS, int64_t R0) {
   float* in = full ? full : saved;  // (N, C)
-  if (full) copy(in + R0 * C, saved, NS * C);
+  if (full) be.copy(in + R0 * C, saved, NS * C);
   tp.copy_to_region_forward({point, layer, in, N, C});
   return in;
 }
@@ -88,37 +84,37 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
   auto row_bias = [&](const float* b) { return tp_rank_ == 0 ? b : nullptr; };
   float* full = sp_ ? acts_->full.as<float>() : nullptr;
   auto column_input = [&](float* saved, TpPoint point) {
-    return column_input_forward(tp, full, saved, point, l, N, C, NS, R0);
+    return column_input_forward(be_, tp, full, saved, point, l, N, C, NS, R0);
   };
   float *ln1 = v.ln1, *qkv = v.qkv, *atty = v.atty, *r2 = v.r2, *ln2 = v.ln2, *fch = v.fch, *fch_act = v.fch_act;
   float* r3 = v.r3;
   profiled(prof, OpGroup::norm, [&] {
-    norm_forward(llama, ln1, v.ln1_mean, v.ln1_rstd, x, p.ln1_w, p.ln1_b, NS, C, c.norm_eps);
+    norm_forward(be_, llama, ln1, v.ln1_mean, v.ln1_rstd, x, p.ln1_w, p.ln1_b, NS, C, c.norm_eps);
   });
   const float* qkv_in = column_input(ln1, TpPoint::attn_qkv);
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
   profiled(prof, OpGroup::attention, [&] {
-    if (llama) ops::rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
-    ops::attention_forward(atty, v.lse, qkv, B, T, NH, NKV, HS);
+    if (llama) be_.rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
+    be_.attention_forward(atty, v.lse, qkv, B, T, NH, NKV, HS);
   });
   float* y = sp_ ? full : r2;  // (N, C) partial sums; this rank's rows summed after the hook
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
   tp.reduce_from_region_forward({TpPoint::attn_proj, l, y, N, C});
-  profiled(prof, OpGroup::residual, [&] { add(r2, y + R0 * C, x, NS * C); });
+  profiled(prof, OpGroup::residual, [&] { be_.add(r2, y + R0 * C, x, NS * C); });
   profiled(prof, OpGroup::norm, [&] {
-    norm_forward(llama, ln2, v.ln2_mean, v.ln2_rstd, r2, p.ln2_w, p.ln2_b, NS, C, c.norm_eps);
+    norm_forward(be_, llama, ln2, v.ln2_mean, v.ln2_rstd, r2, p.ln2_w, p.ln2_b, NS, C, c.norm_eps);
   });
   const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
   profiled(prof, OpGroup::activation, [&] {
-    if (llama) ops::swiglu_forward(fch_act, fch, N, F);
-    else ops::gelu_forward(fch_act, fch, N * F);
+    if (llama) be_.swiglu_forward(fch_act, fch, N, F);
+    else be_.gelu_forward(fch_act, fch, N * F);
   });
   if (!mlp_output) return;
   y = sp_ ? full : r3;
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
   tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
-  profiled(prof, OpGroup::residual, [&] { add(r3, y + R0 * C, r2, NS * C); });
+  profiled(prof, OpGroup::residual, [&] { be_.add(r3, y + R0 * C, r2, NS * C); });
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
@@ -137,7 +133,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   // residual buffer, as before.
   float* full = sp_ ? a.full.as<float>() : nullptr;
   auto column_input = [&](float* saved, TpPoint point, int layer) {
-    return column_input_forward(*tp_, full, saved, point, layer, N, C, NS, R0);
+    return column_input_forward(be_, *tp_, full, saved, point, layer, N, C, NS, R0);
   };
 
   TensorParallelHooks& tp = *tp_;
@@ -147,15 +143,15 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     event(LayerEvent::before_forward, -1);
     float* emb = sp_ ? full : encoded;  // (N, C)
     profiled(prof, OpGroup::embedding, [&] {
-      if (tp_size_ == 1) ops::embedding_forward(emb, tokens, w.wte, w.wpe, B, T, C);
-      else ops::embedding_forward_range(emb, tokens, w.wte, row_bias(w.wpe), B, T, C, vocab_lo_,
+      if (tp_size_ == 1) be_.embedding_forward(emb, tokens, w.wte, w.wpe, B, T, C);
+      else be_.embedding_forward_range(emb, tokens, w.wte, row_bias(w.wpe), B, T, C, vocab_lo_,
                                         vocab_lo_ + V);  // positions added once, like a row-parallel bias
     });
     event(LayerEvent::after_forward, -1);
     tp.reduce_from_region_forward({TpPoint::embedding, -1, emb, N, C});
-    if (sp_) copy(encoded, emb + R0 * C, NS * C);
+    if (sp_) be_.copy(encoded, emb + R0 * C, NS * C);
   } else if (sp_) {
-    copy(encoded, a.stage_in.as<float>() + R0 * C, NS * C);  // this rank's rows of the whole input
+    be_.copy(encoded, a.stage_in.as<float>() + R0 * C, NS * C);  // this rank's rows of the whole input
   }
   const float* x = encoded;  // (NS, C) the residual stream
   for (int l = first_; l < last_; ++l) {
@@ -169,7 +165,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   if (!is_last_stage()) {
     if (sp_) {  // the next stage gets the whole output
       float* out = a.stage_out.as<float>();
-      copy(out + R0 * C, x, NS * C);
+      be_.copy(out + R0 * C, x, NS * C);
       tp.sequence_gather({TpPoint::stage_output, last_ - 1, out, N, C});
     }
     return 0.f;
@@ -180,10 +176,10 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   float* lnf = a.lnf.as<float>();
   float* logits = a.logits.as<float>();
   profiled(prof, OpGroup::norm, [&] {
-    norm_forward(llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, NS, C, c.norm_eps);
+    norm_forward(be_, llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, NS, C, c.norm_eps);
   });
   const float* head_in = column_input(lnf, TpPoint::lm_head, L);
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(precision_, logits, head_in, w.head, nullptr, N, C, V); });
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, logits, head_in, w.head, nullptr, N, C, V); });
   event(LayerEvent::after_forward, L);
   if (!targets) return 0.f;
 
@@ -200,18 +196,18 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     tp.cross_entropy_max({TpPoint::loss, L, nullptr, N, 1});
     tp.cross_entropy_sum({TpPoint::loss, L, nullptr, N, 2});
     profiled(prof, OpGroup::loss, [&] {
-      ops::softmax_crossentropy(a.losses.as<float>(), logits, targets, N, c.vocab_size, dscale);
+      be_.softmax_crossentropy(a.losses.as<float>(), logits, targets, N, c.vocab_size, dscale);
     });
   } else {
     // Vocabulary-parallel: global row max, then global [sum exp, target logit], then the local dlogits.
     float *mx = a.ce_max.as<float>(), *stats = a.ce_stats.as<float>();
     const int64_t lo = vocab_lo_, real = vocab_valid_;
-    profiled(prof, OpGroup::loss, [&] { ops::crossentropy_rowmax(mx, logits, N, V, real); });
+    profiled(prof, OpGroup::loss, [&] { be_.crossentropy_rowmax(mx, logits, N, V, real); });
     tp.cross_entropy_max({TpPoint::loss, L, mx, N, 1});
-    profiled(prof, OpGroup::loss, [&] { ops::crossentropy_sumexp_target(stats, logits, mx, targets, N, V, real, lo); });
+    profiled(prof, OpGroup::loss, [&] { be_.crossentropy_sumexp_target(stats, logits, mx, targets, N, V, real, lo); });
     tp.cross_entropy_sum({TpPoint::loss, L, stats, N, 2});
     profiled(prof, OpGroup::loss, [&] {
-      ops::crossentropy_finish(a.losses.as<float>(), logits, stats, mx, targets, N, V, real, lo, dscale);
+      be_.crossentropy_finish(a.losses.as<float>(), logits, stats, mx, targets, N, V, real, lo, dscale);
     });
   }
   a.have_dlogits = true;
@@ -238,7 +234,7 @@ void Transformer::backward(float loss_scale) {
   float* dres = dres_full + R0 * C;
   float *dln = a.dln.as<float>(), *datty = a.datty.as<float>(), *dqkv = a.dqkv.as<float>();
   float *dfch = a.dfch.as<float>(), *dfch_act = a.dfch_act.as<float>();
-  zero(a.dresidual);
+  zero(be_, a.dresidual);
   TensorParallelHooks& tp = *tp_;
   const int L = static_cast<int>(c.n_layer);
   // Under sequence parallelism only rank 0 takes the gradient of what only rank 0 added (the
@@ -249,7 +245,7 @@ void Transformer::backward(float loss_scale) {
   auto column_input = [&](const float* saved, TpPoint point, int layer) -> const float* {
     if (!sp_) return saved;
     float* in = a.full.as<float>();
-    copy(in + R0 * C, saved, NS * C);
+    be_.copy(in + R0 * C, saved, NS * C);
     tp_->sequence_gather({point, layer, in, N, C});
     return in;
   };
@@ -259,22 +255,22 @@ void Transformer::backward(float loss_scale) {
     event(LayerEvent::before_backward, L);
     float* dlogits = a.logits.as<float>();
     const int64_t NV = N * V;
-    if (loss_scale != 1.f) profiled(prof, OpGroup::loss, [&] { ops::scale_inplace(dlogits, NV, loss_scale); });
+    if (loss_scale != 1.f) profiled(prof, OpGroup::loss, [&] { be_.scale_inplace(dlogits, NV, loss_scale); });
     const float* x_last = a.layers.empty() ? a.encoded.as<float>() : a.layers.back().residual3.as<float>();
     const float* head_in = column_input(a.lnf.as<float>(), TpPoint::lm_head, L);
-    zero(a.dln);
+    zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(precision_, dln, w.dhead, nullptr, dlogits, head_in, w.head, N, C, V);
+      linear_backward(be_, precision_, dln, w.dhead, nullptr, dlogits, head_in, w.head, N, C, V);
     });
     tp.copy_to_region_backward({TpPoint::lm_head, L, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, w.dlnf_w, w.dlnf_b, dln + R0 * C, x_last, w.lnf_w, a.lnf_mean.as<float>(),
+      norm_backward(be_, llama, dres, w.dlnf_w, w.dlnf_b, dln + R0 * C, x_last, w.lnf_w, a.lnf_mean.as<float>(),
                     a.lnf_rstd.as<float>(), NS, C);
     });
     a.have_dlogits = false;  // the logits buffer now holds scaled gradients: one backward per forward
     if (grad_ready_) grad_ready_(L);
   } else {
-    copy(dres, a.output_grad.as<float>() + R0 * C, NS * C);
+    be_.copy(dres, a.output_grad.as<float>() + R0 * C, NS * C);
   }
 
   for (int l = last_ - 1; l >= first_; --l) {
@@ -288,48 +284,48 @@ void Transformer::backward(float loss_scale) {
     if (recompute_ == Recompute::full) {
       layer_forward(l, x, v, /*mlp_output=*/false);
     } else if (recompute_ == Recompute::selective) {
-      profiled(prof, OpGroup::attention, [&] { ops::attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS); });
+      profiled(prof, OpGroup::attention, [&] { be_.attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS); });
     }
     // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))); dres carries d residual3.
     tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
-    zero(a.dfch_act);
+    zero(be_, a.dfch_act);
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
+      linear_backward(be_, precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
     });
-    zero(a.dfch);
+    zero(be_, a.dfch);
     profiled(prof, OpGroup::activation, [&] {
-      if (llama) ops::swiglu_backward(dfch, dfch_act, v.fch, N, F);
-      else ops::gelu_backward(dfch, v.fch, dfch_act, N * F);
+      if (llama) be_.swiglu_backward(dfch, dfch_act, v.fch, N, F);
+      else be_.gelu_backward(dfch, v.fch, dfch_act, N * F);
     });
     const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
-    zero(a.dln);
-    profiled(prof, OpGroup::matmul, [&] { linear_backward(precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
+    zero(be_, a.dln);
+    profiled(prof, OpGroup::matmul, [&] { linear_backward(be_, precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
     tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, v.r2, p.ln2_w, v.ln2_mean, v.ln2_rstd, NS, C);
+      norm_backward(be_, llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, v.r2, p.ln2_w, v.ln2_mean, v.ln2_rstd, NS, C);
     });
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
     // Under tp, dres is the same on every rank, so every rank accumulates the replicated proj bias's
     // gradient (and the norms'): replicated parameters get identical gradients everywhere (under
     // sequence parallelism: partial ones, see rank0_grad and the norms' NS rows).
     tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres_full, N, C});
-    zero(a.datty);
+    zero(be_, a.datty);
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(precision_, datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
+      linear_backward(be_, precision_, datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
     });
-    zero(a.dqkv);
+    zero(be_, a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
-      ops::attention_backward(dqkv, datty, v.qkv, v.atty, v.lse, B, T, NH, NKV, HS);
-      if (llama) ops::rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
+      be_.attention_backward(dqkv, datty, v.qkv, v.atty, v.lse, B, T, NH, NKV, HS);
+      if (llama) be_.rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
     });
     const float* qkv_in = column_input(v.ln1, TpPoint::attn_qkv, l);
-    zero(a.dln);
+    zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(precision_, dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
+      linear_backward(be_, precision_, dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
     });
     tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
     profiled(prof, OpGroup::norm, [&] {
-      norm_backward(llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, v.ln1_mean, v.ln1_rstd, NS, C);
+      norm_backward(be_, llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, v.ln1_mean, v.ln1_rstd, NS, C);
     });
     if (grad_ready_) grad_ready_(l);
   }
@@ -338,15 +334,15 @@ void Transformer::backward(float loss_scale) {
     event(LayerEvent::before_backward, -1);
     tp.reduce_from_region_backward({TpPoint::embedding, -1, dres_full, N, C});
     profiled(prof, OpGroup::embedding, [&] {
-      if (tp_size_ == 1) ops::embedding_backward(w.dwte, w.dwpe, dres_full, last_tokens_, B, T, C);
+      if (tp_size_ == 1) be_.embedding_backward(w.dwte, w.dwpe, dres_full, last_tokens_, B, T, C);
       else  // this rank's vocabulary rows; dwpe on every rank (replicated), on rank 0 under sequence parallelism
-        ops::embedding_backward_range(w.dwte, rank0_grad(w.dwpe), dres_full, last_tokens_, B, T, C, vocab_lo_,
+        be_.embedding_backward_range(w.dwte, rank0_grad(w.dwpe), dres_full, last_tokens_, B, T, C, vocab_lo_,
                                       vocab_lo_ + V);
     });
     if (grad_ready_) grad_ready_(-1);
   } else {
     if (sp_) tp.sequence_gather({TpPoint::stage_input, first_, dres_full, N, C});
-    copy(a.input_grad.as<float>(), dres_full, N * C);
+    be_.copy(a.input_grad.as<float>(), dres_full, N * C);
   }
 }
 

@@ -23,7 +23,7 @@
 // Usage (every rank of a tp group, same seed):
 //   ParamStore store{ParamLayout(cfg, TensorParallelShard{grid.tp().rank(), grid.tp().size()})};
 //   init_parameters(store, cfg, seed);                     // this shard of the whole model's values
-//   Transformer net(cfg, store, B, T);
+//   Transformer net(backend, cfg, store, B, T);
 //   TensorParallel tp(grid.tp(), sequence_parallel);       // SP: first validate_sequence_parallel(B*T, p)
 //   net.set_tensor_parallel_hooks(&tp);
 //   float loss = net.forward(tokens, targets); net.backward();

@@ -34,7 +34,7 @@ struct PipelineRunner::Slot {
   }
 };
 
-PipelineRunner::PipelineRunner(const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T,
+PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T,
                                Communicator& pp, PipelineScheduleKind kind, PipelineShape shape, GradientSync& sync,
                                ConfigureModel configure, BatchSource next_batch)
     : cfg_(cfg), B_(B), T_(T), C_(cfg.d_model), pp_(pp), stage_(pp.rank()), shape_(shape), sync_(sync),
@@ -48,7 +48,7 @@ PipelineRunner::PipelineRunner(const ModelConfig& cfg, std::vector<ParamStore*> 
     const int n = activation_slots(actions_, static_cast<int>(c));
     for (int i = 0; i < n; ++i) {
       auto slot = std::make_unique<Slot>();
-      slot->model = std::make_unique<Transformer>(cfg, *chunks[c], B, T);
+      slot->model = std::make_unique<Transformer>(backend, cfg, *chunks[c], B, T);
       configure(static_cast<int>(c), *slot->model);
       models_[c].push_back(std::move(slot));
     }

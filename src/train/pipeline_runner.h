@@ -35,7 +35,7 @@ class PipelineRunner final : public MicroBatchRunner {
 
   // chunks[c]: the store of model chunk c (virtual stage c * p + pp.rank()). Everything passed by
   // reference or pointer outlives the runner.
-  PipelineRunner(const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T, Communicator& pp,
+  PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T, Communicator& pp,
                  PipelineScheduleKind kind, PipelineShape shape, GradientSync& sync, ConfigureModel configure,
                  BatchSource next_batch);
   ~PipelineRunner() override;

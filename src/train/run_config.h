@@ -8,6 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "backend/backend.h"
 #include "core/status.h"
 #include "model/config.h"
 #include "optim/adamw.h"
@@ -31,6 +32,7 @@ struct TrainConfig {
   int64_t grad_accum = 1;    // derived: batch_tokens / (micro_batch * seq_len * dp); not a TOML key
   uint64_t seed = 1337;
   int threads = 0;                  // 0 = all cores
+  Device device = Device::cpu;      // where every op runs (backend/backend.h)
   std::string cpu_isa = "auto";     // CPU kernel level: auto | avx2 | avx512 | avx512_bf16 (backend/cpu_isa.h)
   int64_t eval_interval = 50;       // 0 = never evaluate during training
   int64_t eval_batches = 10;

@@ -233,6 +233,8 @@ std::vector<SectionSpec> make_schema() {
            {"threads", field(&RC::train, &TC::threads), kOk,
             {holds([](double x) { return x >= 0 && x <= 4096; }, " must be in [0, 4096] (0 = all cores)")},
             "OpenMP threads per rank"},
+           {"device", enum_field(&RC::train, &TC::device, device_name, parse_device), kOk, {},
+            "where every op runs: cpu, or cuda (needs a build with the CUDA backend)"},
            // The levels' own kernels give the same bits; oneDNN's matmuls differ in summation order.
            {"cpu_isa", field(&RC::train, &TC::cpu_isa), kOk, {one_of({"auto", "avx2", "avx512", "avx512_bf16"})},
             "CPU kernel level: auto (the best this CPU has) or a lower one forced: avx2, avx512, avx512_bf16"},

@@ -67,6 +67,7 @@ struct TrainingRun {
   bool finished_ok = false;
   int threads = 1;
   double peak_gflops = 0;          // sgemm peak of this rank's threads, measured at set-up
+  std::unique_ptr<Backend> backend;  // train.device: runs every op of this rank's models
   DatasetManifest manifest;
   std::unique_ptr<DataLoader> loader;
   std::optional<EvalLoader> val_loader;

@@ -112,7 +112,7 @@ Status build_data_parallel_model(TrainingRun& run) {
   TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
   TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
   TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
-  run.model = std::make_unique<Transformer>(mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
+  run.model = std::make_unique<Transformer>(*run.backend, mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
   run.model->set_precision(precision);
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   if (is_param_server_run(cfg)) {
@@ -190,7 +190,7 @@ Status build_model_parallel(TrainingRun& run) {
   };
   DataLoader* loader = run.loader.get();
   run.runner = std::make_unique<PipelineRunner>(
-      mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, grid.pp(), lay.schedule, lay.pipe, *sync, configure,
+      *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, grid.pp(), lay.schedule, lay.pipe, *sync, configure,
       [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); });
   run.sync = std::move(sync);
   return Status::ok_status();
@@ -285,6 +285,9 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
 
   // Before the first kernel and the first oneDNN call: oneDNN takes its ISA cap only before its first use.
   TS_RETURN_IF_ERROR(agree_on(world, select_cpu_isa(cfg.train.cpu_isa)));
+  Result<std::unique_ptr<Backend>> backend = make_backend(cfg.train.device);
+  TS_RETURN_IF_ERROR(agree_on(world, backend.status()));
+  run->backend = std::move(backend).value();
   run->threads = choose_threads(cfg.train.threads, opts.ranks_per_node);
   omp_set_num_threads(run->threads);
   // Measured before the loader's prefetch thread exists, so nothing competes with it.

@@ -15,6 +15,8 @@ expect_error "batch not divisible by micro-batch" "batch_tokens|micro_batch" -- 
 expect_error "wrong value type" "steps|integer" -- tiny_train new ds train.steps=many
 expect_error "negative steps" "steps" -- tiny_train new ds train.steps=-3
 expect_error "override without '='" "train.steps" -- tiny_train new ds train.steps
+expect_error "unknown device" "train.device|\"cpu\" or \"cuda\"" -- tiny_train new ds train.device=tpu
+expect_error "a device this build lacks" "no CUDA backend|train.device = \"cpu\"" -- tiny_train new ds train.device=cuda
 # The same checks apply to keys in the config file itself.
 sed 's/^seed = /sede = /' "$CONFIG" >typo.toml
 expect_error "unknown key in the file" "sede|typo.toml" -- \

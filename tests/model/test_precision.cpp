@@ -16,6 +16,7 @@
 #include "model/precision.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "../backend_util.h"
 
 using namespace tessera;
 using tessera::testing::random_tokens;
@@ -40,7 +41,7 @@ FwdBwd forward_backward(const ModelConfig& cfg, Precision p, bool native_bf16 = 
   const int64_t B = 2, T = 32;
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 1234);
-  Transformer net(cfg, store, B, T);
+  Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
   if (set_then_reset) net.set_precision(Precision::bf16);
   net.set_precision(p);
   EXPECT_EQ(net.precision(), p);
@@ -103,7 +104,7 @@ TEST_P(PrecisionModels, Bf16TrainingFollowsFp32) {
   for (int i = 0; i < 2; ++i) {
     ParamStore store{ParamLayout(cfg)};
     init_parameters(store, cfg, 1234);
-    Transformer net(cfg, store, B, T);
+    Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
     net.set_precision(i == 0 ? Precision::fp32 : Precision::bf16);
     AdamW opt(store.layout(), AdamWConfig{});
     for (int64_t s = 0; s < steps; ++s) {

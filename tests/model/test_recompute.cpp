@@ -22,6 +22,7 @@
 #include "model/tensor_parallel_hooks.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "../backend_util.h"
 
 using namespace tessera;
 using tessera::testing::random_tokens;
@@ -153,10 +154,10 @@ TEST_P(RecomputeModels, LossesGradientsAndAdamWStepsAreBitwiseThoseOfNone) {
     auto m = std::unique_ptr<Model>(new Model{mode, ParamStore{ParamLayout(cfg)}, nullptr, nullptr, {}, nullptr});
     init_parameters(m->store, cfg, 7);
     // none through the constructor's default, the others one each way.
-    if (mode == Recompute::none) m->net = std::make_unique<Transformer>(cfg, m->store, B, T);
-    else if (mode == Recompute::selective) m->net = std::make_unique<Transformer>(cfg, m->store, B, T, mode);
+    if (mode == Recompute::none) m->net = std::make_unique<Transformer>(tessera::testing::cpu_backend(), cfg, m->store, B, T);
+    else if (mode == Recompute::selective) m->net = std::make_unique<Transformer>(tessera::testing::cpu_backend(), cfg, m->store, B, T, mode);
     else {
-      m->net = std::make_unique<Transformer>(cfg, m->store, B, T);
+      m->net = std::make_unique<Transformer>(tessera::testing::cpu_backend(), cfg, m->store, B, T);
       m->net->set_recompute(mode);
     }
     EXPECT_EQ(m->net->recompute(), mode);
@@ -167,7 +168,7 @@ TEST_P(RecomputeModels, LossesGradientsAndAdamWStepsAreBitwiseThoseOfNone) {
   // A plain none model without the windows: the reference the windows must not change.
   ParamStore plain_store{ParamLayout(cfg)};
   init_parameters(plain_store, cfg, 7);
-  Transformer plain(cfg, plain_store, B, T);
+  Transformer plain(tessera::testing::cpu_backend(), cfg, plain_store, B, T);
   AdamW plain_opt(plain_store.layout(), AdamWConfig{});
 
   for (int step = 0; step < steps; ++step) {
@@ -247,7 +248,7 @@ TEST_P(RecomputeModels, PipelineStagesKeepTheirSeams) {
   ParamStore r0{ParamLayout(cfg, 0, S)}, r1{ParamLayout(cfg, S, L)};
   init_parameters(r0, cfg, 3);
   init_parameters(r1, cfg, 3);
-  Transformer ref0(cfg, r0, B, T), ref1(cfg, r1, B, T);
+  Transformer ref0(tessera::testing::cpu_backend(), cfg, r0, B, T), ref1(tessera::testing::cpu_backend(), cfg, r1, B, T);
   r0.zero_grads();
   r1.zero_grads();
   ref0.forward(tok.data(), nullptr);
@@ -261,7 +262,7 @@ TEST_P(RecomputeModels, PipelineStagesKeepTheirSeams) {
     ParamStore s0{ParamLayout(cfg, 0, S)}, s1{ParamLayout(cfg, S, L)};
     init_parameters(s0, cfg, 3);
     init_parameters(s1, cfg, 3);
-    Transformer first(cfg, s0, B, T, mode), last(cfg, s1, B, T, mode);
+    Transformer first(tessera::testing::cpu_backend(), cfg, s0, B, T, mode), last(tessera::testing::cpu_backend(), cfg, s1, B, T, mode);
     std::vector<int> order0, order1;
     first.set_grad_ready_callback([&](int l) { order0.push_back(l); });
     last.set_grad_ready_callback([&](int l) { order1.push_back(l); });
@@ -298,7 +299,7 @@ TEST_P(RecomputeModels, ActivationsShrinkByWhatTheLayersDoNotKeep) {
   size_t bytes[3], counted[3];
   for (int i = 0; i < 3; ++i) {
     const size_t before = live();
-    Transformer net(cfg, store, B, T, kModes[i]);
+    Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T, kModes[i]);
     counted[i] = live() - before;
     bytes[i] = net.activation_bytes();
   }
@@ -312,7 +313,7 @@ TEST_P(RecomputeModels, ActivationsShrinkByWhatTheLayersDoNotKeep) {
   EXPECT_EQ(static_cast<int64_t>(bytes[0] - bytes[1]), (L - 1) * attention * 4);
   EXPECT_EQ(static_cast<int64_t>(bytes[0] - bytes[2]), (L - 1) * (attention + rest) * 4);
   // set_recompute reallocates: the model's bytes become those of the new mode.
-  Transformer net(cfg, store, B, T);
+  Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
   net.set_recompute(Recompute::full);
   EXPECT_EQ(net.activation_bytes(), bytes[2]);
   net.set_recompute(Recompute::none);
@@ -363,7 +364,7 @@ TEST(RecomputeHooks, FullRecomputationCallsTheLayersForwardHooksAtTheStartOfItsB
     for (Recompute mode : kModes) {
       ParamStore shard{ParamLayout(cfg, TensorParallelShard{1, 2})};
       init_parameters(shard, cfg, 1);
-      Transformer net(cfg, shard, B, T, mode);
+      Transformer net(tessera::testing::cpu_backend(), cfg, shard, B, T, mode);
       LoggingHooks rec(1, 2, sp);
       net.set_tensor_parallel_hooks(&rec);
       net.set_layer_callback([&](Transformer::LayerEvent e, int l) {
@@ -404,7 +405,7 @@ TEST(RecomputeMemory, BenchSmallActivationMegabytes) {
   ParamStore store{ParamLayout(cfg)};
   size_t bytes[3];
   for (int i = 0; i < 3; ++i) {
-    Transformer net(cfg, store, B, T, kModes[i]);
+    Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T, kModes[i]);
     bytes[i] = net.activation_bytes();
   }
   std::cout << "bench-small B=4 T=256 activation bytes (MiB):";

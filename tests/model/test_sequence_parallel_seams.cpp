@@ -13,6 +13,7 @@
 #include "model/param_layout.h"
 #include "model/tensor_parallel_hooks.h"
 #include "model/transformer.h"
+#include "../backend_util.h"
 
 using namespace tessera;
 using tessera::testing::random_tokens;
@@ -53,7 +54,7 @@ TEST(SequenceParallelSeams, PairsOnWholeRowsPlusRegathersInBackwardAndWholeStage
   const int64_t B = 2, T = 8, N = B * T, C = cfg.d_model;
   ParamStore shard{ParamLayout(cfg, TensorParallelShard{1, 2})};
   init_parameters(shard, cfg, 1);
-  Transformer net(cfg, shard, B, T);
+  Transformer net(tessera::testing::cpu_backend(), cfg, shard, B, T);
   SequenceParallelRecorder rec(1, 2, /*sp=*/true);
   net.set_tensor_parallel_hooks(&rec);
   EXPECT_TRUE(net.sequence_parallel());
@@ -87,7 +88,7 @@ TEST(SequenceParallelSeams, PairsOnWholeRowsPlusRegathersInBackwardAndWholeStage
   ParamStore s0{ParamLayout(cfg, 0, 1, one_of_two)}, s1{ParamLayout(cfg, 1, 2, one_of_two)};
   init_parameters(s0, cfg, 1);
   init_parameters(s1, cfg, 1);
-  Transformer first(cfg, s0, B, T), last(cfg, s1, B, T);
+  Transformer first(tessera::testing::cpu_backend(), cfg, s0, B, T), last(tessera::testing::cpu_backend(), cfg, s1, B, T);
   SequenceParallelRecorder r0(1, 2, true), r1(1, 2, true);
   first.set_tensor_parallel_hooks(&r0);
   last.set_tensor_parallel_hooks(&r1);
@@ -111,7 +112,7 @@ TEST(SequenceParallelSeams, AtTpSizeOneItIsBitwiseTheDefault) {
     ParamStore a{ParamLayout(cfg)}, b{ParamLayout(cfg)};
     init_parameters(a, cfg, 11);
     init_parameters(b, cfg, 11);
-    Transformer none(cfg, a, B, T), sp(cfg, b, B, T);
+    Transformer none(tessera::testing::cpu_backend(), cfg, a, B, T), sp(tessera::testing::cpu_backend(), cfg, b, B, T);
     SequenceParallelRecorder rec(0, 1, /*sp=*/true);
     sp.set_tensor_parallel_hooks(&rec);
     EXPECT_FALSE(sp.sequence_parallel()) << "nothing to split in a world of one";
@@ -133,7 +134,7 @@ TEST(SequenceParallelSeams, NormAndResidualActivationsShrinkToTheRankRows) {
   for (int p : {2, 4}) {
     ParamStore shard{ParamLayout(cfg, TensorParallelShard{0, p})};
     const size_t before = live_activation_bytes();
-    Transformer net(cfg, shard, B, T);
+    Transformer net(tessera::testing::cpu_backend(), cfg, shard, B, T);
     const size_t tp_bytes = live_activation_bytes() - before;
     SequenceParallelRecorder rec(0, p, /*sp=*/true);
     net.set_tensor_parallel_hooks(&rec);
@@ -153,7 +154,7 @@ TEST(SequenceParallelSeamsDeathTest, TokenRowsNotDivisibleByTpNameBothAndTheFix)
   EXPECT_DEATH(
       {
         ParamStore shard{ParamLayout(cfg, TensorParallelShard{1, 4})};
-        Transformer net(cfg, shard, 1, 6);  // 6 token rows over 4 ranks
+        Transformer net(tessera::testing::cpu_backend(), cfg, shard, 1, 6);  // 6 token rows over 4 ranks
         SequenceParallelRecorder rec(1, 4, /*sp=*/true);
         net.set_tensor_parallel_hooks(&rec);
       },

@@ -12,6 +12,7 @@
 #include "model/param_layout.h"
 #include "model/tensor_parallel_hooks.h"
 #include "model/transformer.h"
+#include "../backend_util.h"
 
 using namespace tessera;
 
@@ -276,7 +277,7 @@ TEST(TensorParallelHooks, EveryPointIsCalledInOrderInForwardAndBackward) {
   const int64_t B = 2, T = 8, N = B * T, C = cfg.d_model;
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 1);
-  Transformer net(cfg, store, B, T);
+  Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
   RecordingHooks rec;
   net.set_tensor_parallel_hooks(&rec);
   net.set_grad_ready_callback([&](int l) { rec.calls.push_back("grad_ready " + std::to_string(l)); });
@@ -328,7 +329,7 @@ TEST(TensorParallelHooks, ExplicitIdentityIsBitwiseTheDefault) {
     init_parameters(a, cfg, 11);
     init_parameters(b, cfg, 11);
     init_parameters(c, cfg, 11);
-    Transformer none(cfg, a, B, T), identity(cfg, b, B, T), recorded(cfg, c, B, T);
+    Transformer none(tessera::testing::cpu_backend(), cfg, a, B, T), identity(tessera::testing::cpu_backend(), cfg, b, B, T), recorded(tessera::testing::cpu_backend(), cfg, c, B, T);
     IdentityTensorParallelHooks id;
     RecordingHooks rec;
     identity.set_tensor_parallel_hooks(&id);
@@ -363,7 +364,7 @@ TEST(TensorParallelHooksDeathTest, HooksMustMatchTheLayoutsShard) {
   EXPECT_DEATH(
       {
         ParamStore store{ParamLayout(cfg)};
-        Transformer net(cfg, store, 1, 8);
+        Transformer net(tessera::testing::cpu_backend(), cfg, store, 1, 8);
         WorldOfTwo two;
         net.set_tensor_parallel_hooks(&two);
       },
@@ -372,7 +373,7 @@ TEST(TensorParallelHooksDeathTest, HooksMustMatchTheLayoutsShard) {
       {
         ParamStore shard{ParamLayout(cfg, TensorParallelShard{1, 2})};
         init_parameters(shard, cfg, 1);
-        Transformer net(cfg, shard, 1, 8);
+        Transformer net(tessera::testing::cpu_backend(), cfg, shard, 1, 8);
         auto tok = random_tokens(8, cfg.vocab_size, 1);
         net.forward(tok.data(), tok.data());  // still on the identity hooks
       },
@@ -398,7 +399,7 @@ TEST(TensorParallelHooks, ShardedModelUsesLocalSizesAndCallsTheLossHooksWithRowS
   const int64_t B = 1, T = 8;
   ParamStore shard{ParamLayout(cfg, TensorParallelShard{1, 2})};
   init_parameters(shard, cfg, 1);
-  Transformer net(cfg, shard, B, T);
+  Transformer net(tessera::testing::cpu_backend(), cfg, shard, B, T);
   RankOneOfTwo hooks;
   net.set_tensor_parallel_hooks(&hooks);
   EXPECT_EQ(net.logits_width(), 129);

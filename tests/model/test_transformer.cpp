@@ -11,6 +11,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "../backend_util.h"
 
 using namespace tessera;
 
@@ -22,7 +23,7 @@ std::vector<float> train_losses(const ModelConfig& cfg, int steps) {
   const int64_t B = 2, T = 16;
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 42);
-  Transformer net(cfg, store, B, T);
+  Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
   AdamW opt(store.layout(), AdamWConfig{});
   std::vector<float> losses;
   for (int s = 0; s < steps; ++s) {
@@ -55,7 +56,7 @@ TEST_P(BothArchs, GradientAccumulationEqualsLargeBatch) {
   ParamStore big{ParamLayout(cfg)}, small{ParamLayout(cfg)};
   init_parameters(big, cfg, 1);
   init_parameters(small, cfg, 1);
-  Transformer net4(cfg, big, 4, T), net2(cfg, small, 2, T);
+  Transformer net4(tessera::testing::cpu_backend(), cfg, big, 4, T), net2(tessera::testing::cpu_backend(), cfg, small, 2, T);
   big.zero_grads();
   const float loss4 = net4.forward(tok.data(), tgt.data());
   net4.backward();
@@ -83,7 +84,7 @@ TEST_P(BothArchs, TwoPipelineStagesEqualTheWholeModel) {
   init_parameters(whole, cfg, 3);
   init_parameters(s0, cfg, 3);
   init_parameters(s1, cfg, 3);
-  Transformer full(cfg, whole, B, T), first(cfg, s0, B, T), last(cfg, s1, B, T);
+  Transformer full(tessera::testing::cpu_backend(), cfg, whole, B, T), first(tessera::testing::cpu_backend(), cfg, s0, B, T), last(tessera::testing::cpu_backend(), cfg, s1, B, T);
   whole.zero_grads(); s0.zero_grads(); s1.zero_grads();
   const float loss = full.forward(tok.data(), tgt.data());
   full.backward();
@@ -149,7 +150,7 @@ TEST(ParamLayout, GradReadyOrderAndInitialisation) {
   };
   EXPECT_NEAR(stddev("h.0.mlp.fc.w"), 0.02, 0.002);
   EXPECT_NEAR(stddev("h.0.mlp.proj.w"), 0.02 / 2.0, 0.002);
-  Transformer net(cfg, store, 1, 8);
+  Transformer net(tessera::testing::cpu_backend(), cfg, store, 1, 8);
   std::vector<int> order;
   net.set_grad_ready_callback([&](int l) { order.push_back(l); });
   auto tok = random_tokens(8, cfg.vocab_size, 1);

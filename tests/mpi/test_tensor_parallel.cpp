@@ -24,6 +24,7 @@
 #include "tp_test_util.h"
 #include "optim/adamw.h"
 #include "parallel/tensor_parallel.h"
+#include "../backend_util.h"
 
 using namespace tessera;
 using tessera::testing::random_tokens;
@@ -47,7 +48,7 @@ void run_case(const Case& c, int tp_size, bool sp = false) {
   ParamStore shard{ParamLayout(cfg, TensorParallelShard{tpc.rank(), tpc.size()})};
   init_parameters(whole, cfg, seed);
   init_parameters(shard, cfg, seed);
-  Transformer full(cfg, whole, B, T), part(cfg, shard, B, T);
+  Transformer full(tessera::testing::cpu_backend(), cfg, whole, B, T), part(tessera::testing::cpu_backend(), cfg, shard, B, T);
   TensorParallel hooks(tpc, sp);
   part.set_tensor_parallel_hooks(&hooks);
   EXPECT_EQ(part.sequence_parallel(), sp);
@@ -167,7 +168,7 @@ TEST(SequenceParallelStages, WholeStageSeamsGiveTheWholeModelsLossAndGradients) 
       const TensorParallelShard shard{tpc.rank(), tpc.size()};
       ParamStore whole{ParamLayout(cfg)}, s0{ParamLayout(cfg, 0, 1, shard)}, s1{ParamLayout(cfg, 1, L, shard)};
       for (ParamStore* st : {&whole, &s0, &s1}) init_parameters(*st, cfg, 99);
-      Transformer full(cfg, whole, B, T), first(cfg, s0, B, T), last(cfg, s1, B, T);
+      Transformer full(tessera::testing::cpu_backend(), cfg, whole, B, T), first(tessera::testing::cpu_backend(), cfg, s0, B, T), last(tessera::testing::cpu_backend(), cfg, s1, B, T);
       TensorParallel hooks(tpc, /*sequence_parallel=*/true);
       first.set_tensor_parallel_hooks(&hooks);
       last.set_tensor_parallel_hooks(&hooks);
@@ -230,7 +231,7 @@ void run_recompute_case(const Case& c, int tp_size, bool sp) {
     stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg, shard)));
     init_parameters(*stores.back(), cfg, 4321);
     hooks.push_back(std::make_unique<TensorParallel>(tpc, sp));
-    nets.push_back(std::make_unique<Transformer>(cfg, *stores.back(), B, T, mode));
+    nets.push_back(std::make_unique<Transformer>(tessera::testing::cpu_backend(), cfg, *stores.back(), B, T, mode));
     nets.back()->set_tensor_parallel_hooks(hooks.back().get());
     opts.push_back(std::make_unique<AdamW>(stores.back()->layout(), AdamWConfig{}));
   }
@@ -315,7 +316,7 @@ TEST(RecomputeUnderSequenceParallelStages, FullRecomputationKeepsTheWholeSeamsAn
         Transformer first, last;
         Pipeline(const ModelConfig& cfg, TensorParallelShard shard, Communicator& tpc, int64_t B, int64_t T, Recompute r)
             : s0(ParamLayout(cfg, 0, 2, shard)), s1(ParamLayout(cfg, 2, 4, shard)), hooks(tpc, true),
-              first(cfg, s0, B, T, r), last(cfg, s1, B, T, r) {
+              first(tessera::testing::cpu_backend(), cfg, s0, B, T, r), last(tessera::testing::cpu_backend(), cfg, s1, B, T, r) {
           init_parameters(s0, cfg, 55);
           init_parameters(s1, cfg, 55);
           first.set_tensor_parallel_hooks(&hooks);

@@ -16,6 +16,7 @@
 #include "backend/ops.h"
 #include "model/hf_weights.h"
 #include "model/transformer.h"
+#include "../backend_util.h"
 
 namespace tessera {
 namespace {
@@ -67,7 +68,7 @@ TEST_P(Parity, MatchesPyTorchReference) {
   const std::vector<int32_t> targets = *expected->read_i32("targets");
   const Shape bt = expected->info("tokens")->shape;
   const int64_t B = bt[0], T = bt[1], V = cfg.vocab_size;
-  Transformer model(cfg, store, B, T);
+  Transformer model(tessera::testing::cpu_backend(), cfg, store, B, T);
 
   // Logits (a forward without targets keeps them; with targets they become dlogits).
   model.forward(tokens.data(), nullptr);

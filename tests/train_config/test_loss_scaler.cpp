@@ -19,6 +19,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/loss_scaler.h"
+#include "../backend_util.h"
 
 namespace tessera {
 using tessera::testing::random_tokens;
@@ -72,7 +73,7 @@ struct Fp16Trainer {
   ModelConfig cfg = model_preset("tiny").value();
   static constexpr int64_t B = 2, T = 32;
   ParamStore store{ParamLayout(cfg)};
-  Transformer net{cfg, store, B, T};
+  Transformer net{tessera::testing::cpu_backend(), cfg, store, B, T};
   AdamW opt{store.layout(), AdamWConfig{}};
   LossScaler scaler{LossScalerConfig{.growth_interval = 2000}};
   Fp16Trainer() {
@@ -137,7 +138,7 @@ TEST(LossScaler, ScaledFp16GradientsMatchFp32AfterUnscaling) {
   for (int i = 0; i < 2; ++i) {
     ParamStore store{ParamLayout(cfg)};
     init_parameters(store, cfg, 5);
-    Transformer net(cfg, store, B, T);
+    Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
     net.set_precision(i == 0 ? Precision::fp32 : Precision::fp16);
     LossScaler scaler;
     store.zero_grads();

@@ -13,6 +13,7 @@
 #include "optim/adamw.h"
 #include "train/memory_plan.h"
 #include "train/run_config.h"
+#include "../backend_util.h"
 
 namespace tessera {
 namespace {
@@ -88,7 +89,7 @@ TEST(MemoryPlan, ActivationFormulaIsWhatTheTransformerAllocates) {
           if (sp && tp == 1) continue;
           for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
             ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}));
-            Transformer model(mc, store, 2, 32, rc);
+            Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32, rc);
             SequenceParallelShape hooks(tp - 1, tp);
             if (sp) model.set_tensor_parallel_hooks(&hooks);
             const std::string mode(recompute_name(rc));
@@ -107,7 +108,7 @@ TEST(MemoryPlan, DataParallelPlanEqualsTheAllocatorsCounters) {
   reset_memory_peaks();
   {  // what build_data_parallel_model allocates, in its order
     ParamStore store{ParamLayout(cfg.model)};
-    Transformer model(cfg.model, store, cfg.train.micro_batch, cfg.data.seq_len);
+    Transformer model(tessera::testing::cpu_backend(), cfg.model, store, cfg.train.micro_batch, cfg.data.seq_len);
     AdamW opt(store.layout(), cfg.optim);
     const MemoryStats s = memory_stats();
     EXPECT_EQ(static_cast<int64_t>(s.total_peak - before.total_live), p.ranks[0].peak);

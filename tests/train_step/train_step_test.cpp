@@ -14,6 +14,7 @@
 #include "parallel/gradient_sync.h"
 #include "train/micro_batch_runner.h"
 #include "train/train_step.h"
+#include "../backend_util.h"
 
 namespace tessera {
 namespace {
@@ -100,7 +101,7 @@ struct Replica {
   Transformer model;
   RecordingSync sync;
   explicit Replica(const Fixture& f)
-      : store(initialised_store(f.cfg)), model(f.cfg, store, f.B, f.T), sync(store) {}
+      : store(initialised_store(f.cfg)), model(tessera::testing::cpu_backend(), f.cfg, store, f.B, f.T), sync(store) {}
 };
 
 TEST(TrainStep, StrategySeesTheDocumentedOrder) {
@@ -128,7 +129,7 @@ TEST(TrainStep, EqualsThePlainAccumulateClipUpdateSequence) {
   const float lr = 2e-3f, clip = 0.5f;
   // Reference: written out by hand.
   ParamStore ref = initialised_store(f.cfg);
-  Transformer ref_model(f.cfg, ref, f.B, f.T);
+  Transformer ref_model(tessera::testing::cpu_backend(), f.cfg, ref, f.B, f.T);
   AdamW ref_opt(ref.layout(), AdamWConfig{});
   ref.zero_grads();
   double ref_loss = 0;

@@ -1,0 +1,137 @@
+// Backend: one per rank, chosen at set-up by train.device and passed by reference (like Grid). It
+// holds every op of the contract in backend/ops.h -- declared once, in TESSERA_BACKEND_OPS, so a
+// backend that misses one does not compile -- plus the copies across the host/device line and the
+// synchronisation points that let communication overlap compute on another stream.
+//
+// CpuBackend (cpu/cpu_backend.h) forwards to the CPU kernels, the oracle for every other backend.
+// Pointers given to the ops are device pointers of this backend (host pointers for the CPU).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "backend/ops.h"
+#include "core/status.h"
+#include "core/tensor.h"  // Device
+
+namespace tessera {
+
+// The op list: X(name, return type, (parameters), (arguments)). Semantics as in backend/ops.h.
+#define TESSERA_BACKEND_OPS(X)                                                                                      \
+  X(sgemm, void,                                                                                                     \
+    (bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,          \
+     const float* B, int64_t ldb, float beta, float* C, int64_t ldc),                                               \
+    (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))                                               \
+  X(matmul_forward, void,                                                                                            \
+    (float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C, int64_t OC),        \
+    (out, inp, weight, bias, N, C, OC))                                                                             \
+  X(matmul_backward, void,                                                                                           \
+    (float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, int64_t N, \
+     int64_t C, int64_t OC),                                                                                         \
+    (dinp, dweight, dbias, dout, inp, weight, N, C, OC))                                                            \
+  X(round_to_precision, void, (float* out, const float* in, int64_t n, ops::MatmulPrecision p), (out, in, n, p))     \
+  X(matmul_forward_lowp, void,                                                                                       \
+    (ops::MatmulPrecision p, float* out, const float* inp, const float* weight, const float* bias, int64_t N,        \
+     int64_t C, int64_t OC),                                                                                         \
+    (p, out, inp, weight, bias, N, C, OC))                                                                          \
+  X(matmul_backward_lowp, void,                                                                                      \
+    (ops::MatmulPrecision p, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,          \
+     const float* weight, int64_t N, int64_t C, int64_t OC),                                                         \
+    (p, dinp, dweight, dbias, dout, inp, weight, N, C, OC))                                                         \
+  X(embedding_forward, void,                                                                                         \
+    (float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T, int64_t C),        \
+    (out, tokens, wte, wpe, B, T, C))                                                                               \
+  X(embedding_backward, void,                                                                                        \
+    (float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T, int64_t C),           \
+    (dwte, dwpe, dout, tokens, B, T, C))                                                                            \
+  X(embedding_forward_range, void,                                                                                   \
+    (float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T, int64_t C,         \
+     int64_t lo, int64_t hi),                                                                                        \
+    (out, tokens, wte, wpe, B, T, C, lo, hi))                                                                       \
+  X(embedding_backward_range, void,                                                                                  \
+    (float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t lo, \
+     int64_t hi),                                                                                                    \
+    (dwte, dwpe, dout, tokens, B, T, C, lo, hi))                                                                    \
+  X(layernorm_forward, void,                                                                                         \
+    (float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int64_t N,      \
+     int64_t C, float eps),                                                                                          \
+    (out, mean, rstd, inp, weight, bias, N, C, eps))                                                                \
+  X(layernorm_backward, void,                                                                                        \
+    (float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,            \
+     const float* mean, const float* rstd, int64_t N, int64_t C),                                                    \
+    (dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C))                                                    \
+  X(rmsnorm_forward, void,                                                                                           \
+    (float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C, float eps),               \
+    (out, rstd, inp, weight, N, C, eps))                                                                            \
+  X(rmsnorm_backward, void,                                                                                          \
+    (float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd,       \
+     int64_t N, int64_t C),                                                                                          \
+    (dinp, dweight, dout, inp, weight, rstd, N, C))                                                                 \
+  X(gelu_forward, void, (float* out, const float* inp, int64_t n), (out, inp, n))                                    \
+  X(gelu_backward, void, (float* dinp, const float* inp, const float* dout, int64_t n), (dinp, inp, dout, n))        \
+  X(swiglu_forward, void, (float* out, const float* inp, int64_t N, int64_t H), (out, inp, N, H))                    \
+  X(swiglu_backward, void, (float* dinp, const float* dout, const float* inp, int64_t N, int64_t H),                 \
+    (dinp, dout, inp, N, H))                                                                                         \
+  X(rope_forward, void, (float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta),        \
+    (qkv, B, T, NH, NKV, HS, theta))                                                                                \
+  X(rope_backward, void, (float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta),      \
+    (dqkv, B, T, NH, NKV, HS, theta))                                                                               \
+  X(attention_forward, void,                                                                                         \
+    (float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),           \
+    (out, lse, qkv, B, T, NH, NKV, HS))                                                                             \
+  X(attention_backward, void,                                                                                        \
+    (float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B, int64_t T,     \
+     int64_t NH, int64_t NKV, int64_t HS),                                                                           \
+    (dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS))                                                                 \
+  X(softmax_crossentropy, void,                                                                                      \
+    (float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, float dlogits_scale),               \
+    (losses, logits, targets, N, V, dlogits_scale))                                                                 \
+  X(crossentropy_rowmax, void, (float* row_max, const float* logits, int64_t N, int64_t Vl, int64_t valid),          \
+    (row_max, logits, N, Vl, valid))                                                                                \
+  X(crossentropy_sumexp_target, void,                                                                                \
+    (float* stats, const float* logits, const float* row_max, const int32_t* targets, int64_t N, int64_t Vl,         \
+     int64_t valid, int64_t lo),                                                                                     \
+    (stats, logits, row_max, targets, N, Vl, valid, lo))                                                            \
+  X(crossentropy_finish, void,                                                                                       \
+    (float* losses, float* logits, const float* stats, const float* row_max, const int32_t* targets, int64_t N,      \
+     int64_t Vl, int64_t valid, int64_t lo, float dlogits_scale),                                                    \
+    (losses, logits, stats, row_max, targets, N, Vl, valid, lo, dlogits_scale))                                     \
+  X(adamw_update, void,                                                                                              \
+    (float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps, \
+     float weight_decay, int64_t step),                                                                              \
+    (params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step))                                            \
+  X(sum_of_squares, double, (const float* x, int64_t n), (x, n))                                                     \
+  X(scale_inplace, void, (float* x, int64_t n, float s), (x, n, s))                                                  \
+  X(fill, void, (float* x, int64_t n, float value), (x, n, value))                                                   \
+  X(copy, void, (float* dst, const float* src, int64_t n), (dst, src, n))                                            \
+  X(add, void, (float* out, const float* y, const float* x, int64_t n), (out, y, x, n))                              \
+  X(axpy, void, (float* y, float a, const float* x, int64_t n), (y, a, x, n))                                        \
+  X(count_nonfinite, int64_t, (const float* x, int64_t n), (x, n))
+
+std::string_view device_name(Device d);  // "cpu", "cuda"
+// "cpu" or "cuda"; anything else is an error naming the choices.
+Result<Device> parse_device(std::string_view name);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+#define TESSERA_DECLARE_BACKEND_OP(name, ret, params, args) virtual ret name params = 0;
+  TESSERA_BACKEND_OPS(TESSERA_DECLARE_BACKEND_OP)
+#undef TESSERA_DECLARE_BACKEND_OP
+
+  // Copies across the host/device line (bytes; `device` is memory of this backend). Named points:
+  // checkpoints, replica hashes, initialisation, import/export and tokens cross here.
+  virtual void copy_to_device(void* device, const void* host, size_t bytes) = 0;
+  virtual void copy_to_host(void* host, const void* device, size_t bytes) = 0;
+  // Waits until every op issued so far has completed (the CPU's ops complete when they return).
+  virtual void synchronize() = 0;
+};
+
+// The backend for train.device. A device this build has no backend for is an error naming what
+// the build has.
+Result<std::unique_ptr<Backend>> make_backend(Device device);
+
+}  // namespace tessera

@@ -1,0 +1,82 @@
+// The Backend object: the element-wise ops of the contract against plain loops, and the choice of
+// backend by train.device (a device the build lacks is an error naming it).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+
+namespace tessera {
+namespace {
+
+std::vector<float> ramp(int64_t n, float a, float b) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = a * static_cast<float>(i % 97) - b;
+  return v;
+}
+
+TEST(Backend, CpuElementwiseOpsMatchPlainLoops) {
+  CpuBackend be;
+  const int64_t n = 10007;  // not a multiple of any vector width
+  const std::vector<float> x = ramp(n, 0.37f, 3.f), y = ramp(n, -0.11f, -5.f);
+
+  std::vector<float> out(static_cast<size_t>(n), 1.f);
+  be.fill(out.data(), n, -2.5f);
+  for (float v : out) ASSERT_EQ(v, -2.5f);
+
+  be.copy(out.data(), x.data(), n);
+  EXPECT_EQ(out, x);
+  be.copy(out.data() + 1, out.data(), n - 1);  // overlapping ranges move as memmove does
+  for (int64_t i = 1; i < n; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], x[static_cast<size_t>(i - 1)]) << i;
+
+  be.add(out.data(), y.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], y[static_cast<size_t>(i)] + x[static_cast<size_t>(i)]);
+  std::vector<float> acc = y;
+  be.add(acc.data(), acc.data(), x.data(), n);  // in place: y += x
+  EXPECT_EQ(acc, out);
+
+  acc = y;
+  be.axpy(acc.data(), 0.75f, x.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    ASSERT_FLOAT_EQ(acc[k], y[k] + 0.75f * x[k]) << i;
+  }
+
+  std::vector<float> bad = x;
+  EXPECT_EQ(be.count_nonfinite(bad.data(), n), 0);
+  bad[3] = std::numeric_limits<float>::quiet_NaN();
+  bad[500] = std::numeric_limits<float>::infinity();
+  bad[static_cast<size_t>(n - 1)] = -std::numeric_limits<float>::infinity();
+  bad[7] = std::numeric_limits<float>::max();  // large but finite
+  EXPECT_EQ(be.count_nonfinite(bad.data(), n), 3);
+}
+
+TEST(Backend, CpuCopiesAcrossTheHostDeviceLine) {
+  CpuBackend be;
+  const std::vector<float> host = ramp(100, 1.f, 0.f);
+  std::vector<float> device(100), back(100);
+  be.copy_to_device(device.data(), host.data(), host.size() * sizeof(float));
+  be.copy_to_host(back.data(), device.data(), device.size() * sizeof(float));
+  be.synchronize();
+  EXPECT_EQ(back, host);
+}
+
+TEST(Backend, ChosenByDevice) {
+  Result<std::unique_ptr<Backend>> cpu = make_backend(Device::cpu);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  EXPECT_EQ(cpu.value()->device(), Device::cpu);
+  // This build has no CUDA backend: the error says so and names the way out.
+  Result<std::unique_ptr<Backend>> cuda = make_backend(Device::cuda);
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_NE(cuda.status().message().find("no CUDA backend"), std::string::npos) << cuda.status().message();
+  EXPECT_NE(cuda.status().message().find("train.device = \"cpu\""), std::string::npos);
+  EXPECT_EQ(parse_device("cuda").value(), Device::cuda);
+  EXPECT_FALSE(parse_device("tpu").ok());
+  EXPECT_EQ(device_name(Device::cpu), "cpu");
+}
+
+}  // namespace
+}  // namespace tessera
