@@ -101,17 +101,13 @@ Status DataParallel::finish() {
 }
 
 Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
-  double sum = 0;
-  for (const ParamInfo& p : store_.layout().params())
-    if (counted(p)) sum += ops::sum_of_squares(store_.grads() + p.offset, p.numel);
-  return sum;
+  return full_grad_sum_of_squares(store_, counted);
 }
 
 void DataParallel::scale_grads(float scale) { ops::scale_inplace(store_.grads(), store_.numel(), scale); }
 
-Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {  // full replicas: in place
-  float* g = store_.grads() + p.offset;
-  return group.all_reduce_async(g, g, p.numel, DType::f32, ReduceOp::sum).wait();
+Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {
+  return sum_full_grad_over(group, store_, p);
 }
 
 Result<float> DataParallel::clip_grad_norm(float max_norm) {

@@ -47,17 +47,13 @@ Result<float> LocalSgd::clip_grad_norm(float max_norm) {
 }
 
 Result<double> LocalSgd::grad_sum_of_squares(const CountedTensor& counted) {
-  double local = 0;
-  for (const ParamInfo& p : store_.layout().params())
-    if (counted(p)) local += ops::sum_of_squares(store_.grads() + p.offset, p.numel);
-  return local;
+  return full_grad_sum_of_squares(store_, counted);
 }
 
 void LocalSgd::scale_grads(float scale) { ops::scale_inplace(store_.grads(), store_.numel(), scale); }
 
 Status LocalSgd::sum_grad_over(Communicator& group, const ParamInfo& p) {
-  float* g = store_.grads() + p.offset;
-  return group.all_reduce_async(g, g, p.numel, DType::f32, ReduceOp::sum).wait();
+  return sum_full_grad_over(group, store_, p);
 }
 
 void LocalSgd::optimizer_step(float lr) { opt_.step(store_.params(), store_.grads(), lr); }

@@ -4,7 +4,21 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops.h"
+
 namespace tessera {
+
+double full_grad_sum_of_squares(const ParamStore& store, const CountedTensor& counted) {
+  double sum = 0;
+  for (const ParamInfo& p : store.layout().params())
+    if (counted(p)) sum += ops::sum_of_squares(store.grads() + p.offset, p.numel);
+  return sum;
+}
+
+Status sum_full_grad_over(Communicator& group, ParamStore& store, const ParamInfo& p) {
+  float* g = store.grads() + p.offset;
+  return group.all_reduce_async(g, g, p.numel, DType::f32, ReduceOp::sum).wait();
+}
 
 Result<double> ordered_sum(Communicator& comm, double local, const char* what) {
   if (comm.size() == 1) return local;

@@ -19,6 +19,11 @@ using CountedTensor = std::function<bool(const ParamInfo&)>;
 // bits (MPI has no such guarantee for a floating-point all-reduce). `what` prefixes a failure.
 Result<double> ordered_sum(Communicator& comm, double local, const char* what);
 
+// For strategies whose ranks hold the whole gradient of their chunk (DataParallel, LocalSgd): the
+// counted tensors' sum of squares on this rank, and tensor p's gradient summed over `group` in place.
+double full_grad_sum_of_squares(const ParamStore& store, const CountedTensor& counted);
+Status sum_full_grad_over(Communicator& group, ParamStore& store, const ParamInfo& p);
+
 class ReplicaSync : public GradientSync {
  public:
   // After finish(): the sum of squares of the final gradient over the counted tensors, each element

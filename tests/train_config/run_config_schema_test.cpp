@@ -41,6 +41,7 @@ batch_tokens = 576
 micro_batch = 3
 seed = 42
 threads = 2
+device = "cuda"
 cpu_isa = "avx2"
 eval_interval = 3
 eval_batches = 2
