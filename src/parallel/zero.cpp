@@ -310,8 +310,8 @@ Status ZeroSharded::sum_grad_over(Communicator& group, const ParamInfo& p) {
   float* owned = stage_ >= 2 ? u->acc : store_.grads() + u->owned.begin;
   const int64_t n = u->end - u->begin;
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  if (whole_unit_.bytes() < bytes) whole_unit_ = Buffer(bytes, MemCategory::communication);
-  float* whole = whole_unit_.as<float>();
+  Buffer whole_unit(bytes, MemCategory::communication);
+  float* whole = whole_unit.as<float>();
   if (size_ == 1) std::memcpy(whole, owned, bytes);
   else TS_RETURN_IF_ERROR(dp_.all_gather_async(owned, whole, u->slice, DType::f32).wait());
   float* g = whole + (p.offset - u->begin);

@@ -67,8 +67,9 @@ class ZeroSharded final : public ReplicaSync {
   Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
   void scale_grads(float scale) override;
   // The owned slices of p are spread over the dp group and cut differently in another chunk's
-  // layout: the unit's reduced gradient is gathered whole, p's part summed over `group`, and the
-  // owned slice taken back.
+  // layout: the unit's reduced gradient is gathered whole (a transient buffer of the unit's size,
+  // freed on return: ZeRO-3 keeps no whole unit between steps), p's part summed over `group`, and
+  // the owned slice taken back.
   Status sum_grad_over(Communicator& group, const ParamInfo& p) override;
   void on_layer_event(Transformer::LayerEvent event, int layer) override;
 
@@ -102,7 +103,6 @@ class ZeroSharded final : public ReplicaSync {
   // Two receive slices for reduce-scatters and two send slices for all-gathers (each the largest
   // unit's slice): at most two of each are in flight, the oldest is completed to free a slot.
   Buffer slots_;
-  Buffer whole_unit_;  // sum_grad_over: one unit's gathered gradient (allocated on first use)
   std::vector<float*> free_recv_, free_send_;
   std::vector<Unit*> reducing_, gathering_;  // in launch order
   bool sync_ = true;
