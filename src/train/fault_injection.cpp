@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,8 +22,8 @@ namespace tessera {
 namespace {
 
 constexpr std::string_view kForms =
-    "expected items like crash:rank=2:step=5 (kinds: crash, hang, slow[:factor=F], corrupt_shard, truncate_shard, "
-    "disk_full, crash_in_save; optional :attempt=K), separated by commas";
+    "expected items like crash:rank=2:step=5 (kinds: crash, hang, hang_after_update, fail, perturb, slow[:factor=F], "
+    "corrupt_shard, truncate_shard, disk_full, crash_in_save; optional :attempt=K), separated by commas";
 
 struct KindName {
   FaultKind kind;
@@ -30,6 +31,9 @@ struct KindName {
 };
 constexpr KindName kKinds[] = {{FaultKind::crash, "crash"},
                                {FaultKind::hang, "hang"},
+                               {FaultKind::hang_after_update, "hang_after_update"},
+                               {FaultKind::fail, "fail"},
+                               {FaultKind::perturb, "perturb"},
                                {FaultKind::slow, "slow"},
                                {FaultKind::corrupt_shard, "corrupt_shard"},
                                {FaultKind::truncate_shard, "truncate_shard"},
@@ -143,6 +147,8 @@ Status FaultInjection::at(StepPoint point, int64_t step, ParamStore& store) {
       log_error("injected fault: hang at the start of step " + std::to_string(step));
       hang_forever();
     }
+    if (find(FaultKind::fail, step))
+      return internal_error("injected fault: fail on rank " + std::to_string(rank_) + " at step " + std::to_string(step));
     if (!faults_.empty()) step_start_ = thread_cpu_s();  // only a slow fault reads it
   } else if (point == StepPoint::after_update) {
     // Stretches the step to `factor` times this rank's own compute for it (its peers wait for it
@@ -150,6 +156,11 @@ Status FaultInjection::at(StepPoint point, int64_t step, ParamStore& store) {
     if (const Fault* f = find(FaultKind::slow, step)) {
       const double took = thread_cpu_s() - step_start_;
       std::this_thread::sleep_for(std::chrono::duration<double>((f->factor - 1) * took));
+    }
+    if (find(FaultKind::perturb, step)) store.params()[0] = std::nextafter(store.params()[0], 1e30f);
+    if (find(FaultKind::hang_after_update, step)) {
+      log_error("injected fault: hang after the update of step " + std::to_string(step));
+      hang_forever();
     }
   }
   return inner_ ? inner_->at(point, step, store) : Status::ok_status();

@@ -4,7 +4,13 @@
 //
 //   TESSERA_FAULT="crash:rank=2:step=5,corrupt_shard:rank=0:step=10:attempt=1"
 //   crash           SIGKILL itself at the start of step S (a lost rank; no clean-up runs)
-//   hang            stop making progress at the start of step S (peers wait; heartbeats stop)
+//   hang            stop making progress at the start of step S (peers wait in its gradient
+//                   communication; heartbeats stop)
+//   hang_after_update  stop making progress after the update of step S (peers wait in the step's
+//                   loss average)
+//   fail            end step S with an error on rank R (the other ranks must be told, not hang)
+//   perturb         nudge one parameter by one ulp after the update of step S (--verify-replicas
+//                   must name the divergence)
 //   slow            from step S on, stretch each step to `factor` times its own compute (factor=2;
 //                   measured as the thread's CPU time, so time descheduled does not count)
 //   corrupt_shard   after the checkpoint of step S is complete, flip one byte inside its shard_R.bin
@@ -26,7 +32,9 @@
 
 namespace tessera {
 
-enum class FaultKind { crash, hang, slow, corrupt_shard, truncate_shard, disk_full, crash_in_save };
+enum class FaultKind {
+  crash, hang, hang_after_update, fail, perturb, slow, corrupt_shard, truncate_shard, disk_full, crash_in_save
+};
 
 struct Fault {
   FaultKind kind = FaultKind::crash;

@@ -82,7 +82,7 @@ struct TrainingRun {
   };
   std::vector<LocalSgdChunk> local_sgd;
   std::unique_ptr<MicroBatchRunner> runner;
-  std::unique_ptr<StepHooks> hooks;  // the FaultInjection below, wrapping the test-only PlantedFault
+  std::unique_ptr<StepHooks> hooks;  // the FaultInjection below (TESSERA_FAULT)
   FaultInjection* faults = nullptr;  // TESSERA_FAULT (none in normal runs)
   HeartbeatFile heartbeat;           // TESSERA_HEARTBEAT_DIR (set by tessera launch)
   AsyncCheckpointer async_saver;     // train.async_checkpoint

@@ -21,7 +21,6 @@
 #include "train/local_sgd_checkpoint.h"
 #include "train/memory_plan.h"
 #include "train/pipeline_runner.h"
-#include "train/planted_fault.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 
@@ -304,8 +303,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(check_agreement(run->grid->dp(), "parameter count", numel));
   TS_RETURN_IF_ERROR(run->sync->broadcast_parameters());
   TS_ASSIGN_OR_RETURN(std::unique_ptr<FaultInjection> faults,
-                      FaultInjection::from_env(world.rank(), opts.launch_attempt, std::make_unique<PlantedFault>(
-                                                                 PlantedFault::from_env(world.rank()))));
+                      FaultInjection::from_env(world.rank(), opts.launch_attempt, nullptr));
   run->faults = faults.get();
   run->hooks = std::move(faults);
 
