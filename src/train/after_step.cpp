@@ -122,7 +122,8 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     o.run_config = run.run_json;
     o.timeout_s = cfg.train.timeout_s;
     o.write_fault = faults->shard_write_fault(step);
-    o.after_complete = [faults, step](const std::string& dir) { return faults->after_checkpoint(step, dir); };
+    if (faults->damages_checkpoint(step))
+      o.after_complete = [faults, step](const std::string& dir) { return faults->after_checkpoint(step, dir); };
     TS_RETURN_IF_ERROR(run.async_saver.start(run.world, cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
     if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
   } else {

@@ -22,6 +22,18 @@ std::string record_path(const checkpoint::CheckpointTarget& t, int rank) {
   return (fs::path(t.staging_dir()) / ("record_" + std::to_string(rank) + ".json")).string();
 }
 
+// Left by rank 0 in the staging directory when the save failed, so that ranks waiting for the
+// checkpoint to complete stop at once instead of timing out.
+std::string failure_path(const checkpoint::CheckpointTarget& t) {
+  return (fs::path(t.staging_dir()) / "FAILED").string();
+}
+
+void mark_failed(const checkpoint::CheckpointTarget& t, const Status& why) {
+  std::error_code ec;
+  fs::create_directories(t.staging_dir(), ec);
+  std::ofstream(failure_path(t), std::ios::trunc) << why.message() << "\n";
+}
+
 // This rank's outcome for rank 0: its shard record, or the error that stopped it.
 Status write_record(const checkpoint::CheckpointTarget& t, int rank, const Status& outcome,
                     const checkpoint::ShardRecord& record) {
@@ -74,10 +86,13 @@ Status finalize_on_rank0(const checkpoint::CheckpointTarget& t, int world, const
   return checkpoint::prune_checkpoints(t.run_dir, o.keep_last);
 }
 
-// Other ranks: wait (bounded) until rank 0 made the checkpoint complete; only fault injection needs this.
+// Other ranks: wait (bounded) until rank 0 made the checkpoint complete or marked it failed; only
+// fault injection needs this.
 Status wait_until_complete(const checkpoint::CheckpointTarget& t, double timeout_s) {
   const double deadline = Timeline::now_s() + timeout_s;
   while (!fs::exists(fs::path(t.final_dir()) / checkpoint::kCompleteFile)) {
+    if (fs::exists(failure_path(t)))
+      return io_error("rank 0 could not complete checkpoint " + t.final_dir() + " (its error names the cause)");
     if (Timeline::now_s() > deadline) return timeout_error("checkpoint " + t.final_dir() + " never completed");
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -120,6 +135,7 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
     Status handed = write_record(target, rank, s, writer_->record());
     if (s.ok()) s = handed;
     if (s.ok() && rank == 0) s = finalize_on_rank0(target, world, config, st, o);
+    if (!s.ok() && rank == 0) mark_failed(target, s);
     if (s.ok() && o.after_complete) {
       s = rank == 0 ? Status::ok_status() : wait_until_complete(target, o.timeout_s);
       if (s.ok()) s = o.after_complete(target.final_dir());

@@ -172,6 +172,10 @@ ShardWriteFault FaultInjection::shard_write_fault(int64_t step) const {
   return {};
 }
 
+bool FaultInjection::damages_checkpoint(int64_t step) const {
+  return find(FaultKind::corrupt_shard, step) != nullptr || find(FaultKind::truncate_shard, step) != nullptr;
+}
+
 Status FaultInjection::after_checkpoint(int64_t step, const std::string& checkpoint_dir) const {
   const bool corrupt = find(FaultKind::corrupt_shard, step) != nullptr;
   const bool truncate = find(FaultKind::truncate_shard, step) != nullptr;

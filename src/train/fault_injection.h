@@ -68,6 +68,8 @@ class FaultInjection final : public StepHooks {
   // After the checkpoint of `step` is complete in `checkpoint_dir`: corrupts or truncates this
   // rank's shard when a fault says so.
   Status after_checkpoint(int64_t step, const std::string& checkpoint_dir) const;
+  // Whether after_checkpoint does anything for `step` on this rank.
+  bool damages_checkpoint(int64_t step) const;
 
  private:
   const Fault* find(FaultKind kind, int64_t step) const;  // this rank's fault of that kind at that step

@@ -11,7 +11,9 @@
 #   savekill  asynchronous saves; rank 1 dies half-way through writing its shard of checkpoint 6: the
 #             restart removes the unfinished save, resumes from step 3, ends bitwise equal
 #   diskfull  asynchronous saves; rank 2's disk "fills" during checkpoint 6: that save fails (named),
-#             training goes on, the next checkpoints are complete (no launcher)
+#             training goes on, the next checkpoints are complete (no launcher); rank 1, set to damage
+#             its shard once checkpoint 6 is complete, learns of the failure from rank 0 instead of
+#             waiting out the timeout
 #   shrink    one slot is removed while rank 3 dies at step 10: the job continues on 3 ranks
 #             (parallel.dp = 0, the global batch kept through accumulation) with the loss curve of an
 #             uninterrupted 3-rank continuation from the same checkpoint (<= 1e-5)
@@ -89,9 +91,10 @@ for drill in "$@"; do
     same_weights "$out" ;;
   diskfull)
     # shellcheck disable=SC2046
-    TESSERA_FAULT=disk_full:rank=2:step=6 $(train_cmd 4 "$out") train.timeout_s=30 train.async_checkpoint=true > "$log" 2>&1 \
-      || { cat "$log"; fail "a failed asynchronous save must not end training"; }
-    expect "$log" "No space left on device" "asynchronous checkpoint of step 6 failed"
+    TESSERA_FAULT=disk_full:rank=2:step=6,corrupt_shard:rank=1:step=6 $(train_cmd 4 "$out") train.timeout_s=30 \
+      train.async_checkpoint=true > "$log" 2>&1 || { cat "$log"; fail "a failed asynchronous save must not end training"; }
+    expect "$log" "No space left on device" "asynchronous checkpoint of step 6 failed" \
+      "rank 1\] error: asynchronous checkpoint of step 6 failed: rank 0 could not complete"
     [ ! -d "$out/checkpoints/step_00000006" ] || fail "a failed save left a checkpoint named step_00000006"
     for s in 3 9 12; do [ -f "$out/checkpoints/step_0000000$s/COMPLETE" ] || [ -f "$out/checkpoints/step_000000$s/COMPLETE" ] \
       || fail "checkpoint $s missing"; done
