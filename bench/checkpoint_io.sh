@@ -16,7 +16,7 @@ BENCH_TMP=${2:-$(mktemp -d -p "$(cd "$(dirname "$0")/.." && pwd)")}  # on the ru
 source "$(dirname "$0")/lib.sh"
 train() {  # label np overrides...
   local label=$1 np=$2; shift 2
-  mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/configs/tiny.toml" --quiet \
+  mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" --quiet \
     model.preset="$MODEL" model.vocab_size=256 data.dir="$TMP/kjv" data.seq_len=64 parallel.dp="$np" \
     train.threads=1 train.micro_batch=1 train.batch_tokens=$((64 * np)) train.steps=9 train.checkpoint_interval=3 \
     train.keep_checkpoints=1 train.eval_interval=0 train.timeout_s=300 train.out_dir="$TMP/$label" "$@" \
@@ -38,7 +38,7 @@ for i in 1 2 3; do
 done
 echo "== recovery: a rank SIGKILLed at step 6 under tessera launch" >&2
 TESSERA_FAULT=crash:rank=1:step=6 "$TESSERA" launch --max-restarts 1 --grace 2 --heartbeat-timeout 120 --run-dir "$TMP/drill" -- \
-  mpirun --allow-run-as-root --oversubscribe -n 2 "$TESSERA" train --config "$HERE/configs/tiny.toml" --quiet \
+  mpirun --allow-run-as-root --oversubscribe -n 2 "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" --quiet \
   model.preset=bench-small model.vocab_size=256 data.dir="$TMP/kjv" data.seq_len=64 parallel.dp=2 train.threads=1 \
   train.micro_batch=1 train.batch_tokens=128 train.steps=8 train.checkpoint_interval=2 train.eval_interval=0 \
   train.timeout_s=300 train.out_dir="$TMP/drill" > "$TMP/drill.log" 2>&1 \

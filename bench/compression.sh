@@ -24,7 +24,7 @@ ROWS=()
 for m in $METHODS; do
   # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of arguments
   mpirun --allow-run-as-root --oversubscribe --bind-to "$BIND" ${MPIRUN_ARGS:-} -np "$NP" "$TESSERA" train \
-    --config "$HERE/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
+    --config "$HERE/tests/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
     parallel.dp="$NP" train.threads=1 train.micro_batch="$MB" train.batch_tokens=$((MB * SEQ * NP)) \
     train.steps="$STEPS" train.eval_interval="$STEPS" train.eval_batches="$EVAL_BATCHES" train.log_interval=1000 \
     train.timeout_s=600 comm.compression="$m" comm.topk_ratio="$TOPK" comm.powersgd_rank="$RANK" \

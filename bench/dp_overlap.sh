@@ -19,7 +19,7 @@ PARTS=()
 for bind in $BINDS; do
   echo "== 2 ranks x 1 thread, $MODEL, micro_batch $MB, seq_len $SEQ, $STEPS steps, --bind-to $bind" >&2
   mpirun --allow-run-as-root --oversubscribe --bind-to "$bind" -np 2 "$TESSERA" train \
-    --config "$HERE/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
+    --config "$HERE/tests/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
     parallel.dp=2 train.threads=1 train.micro_batch="$MB" train.batch_tokens=$((MB * SEQ * 2)) \
     train.steps="$STEPS" train.eval_interval=0 train.log_interval=1000 train.timeout_s=600 \
     train.out_dir="$TMP/run_$bind" --trace "$TMP/trace_$bind.json" | tee "$TMP/log_$bind" | grep '^done:' >&2

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 run() {  # run <np> <label>: prints tok/s
   local np=$1 label=$2
   mpirun --allow-run-as-root --oversubscribe --bind-to "$BIND" -np "$np" "$TESSERA" train \
-    --config "$HERE/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
+    --config "$HERE/tests/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
     parallel.dp="$np" train.threads=1 train.micro_batch="$MB" train.batch_tokens=$((MB * SEQ * np)) \
     train.steps="$STEPS" train.eval_interval=0 train.log_interval=1000 train.timeout_s=600 \
     train.out_dir="$TMP/$label" > "$TMP/$label.log"

@@ -20,7 +20,7 @@ fi
 
 # bench-small (V=8192, T=512, L=6, NH=6, C=384), micro-batch 8, no accumulation, no eval/checkpoint
 # in the timed steps except the final checkpoint.
-out=$("$TESSERA" train --config "$HERE/configs/tiny.toml" model.preset=bench-small data.dir="$DATA" data.seq_len=512 \
+out=$("$TESSERA" train --config "$HERE/tests/configs/tiny.toml" model.preset=bench-small data.dir="$DATA" data.seq_len=512 \
   train.micro_batch=8 train.batch_tokens=4096 train.steps="$STEPS" train.eval_interval=0 train.threads="$THREADS" \
   train.out_dir="$WORK/run" | tr '\r' '\n')
 echo "$out" | grep -E '^(tessera:|step '"$STEPS"'/)' || true

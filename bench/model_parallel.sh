@@ -58,7 +58,7 @@ for rep in $(seq 1 "$REPS"); do
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086  # $over is a list of overrides
     if timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe --bind-to "$BIND" -np "$np" -x MEMOUT="$run.mem" \
-        "$TMP/memwrap.sh" "$TESSERA" train --config "$HERE/configs/tiny.toml" model.preset="$MODEL" \
+        "$TMP/memwrap.sh" "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" model.preset="$MODEL" \
         data.dir="$TMP/kjv" data.seq_len="$SEQ" train.threads=1 train.micro_batch="$MB" train.batch_tokens="$GLOBAL" \
         train.steps="$STEPS" train.eval_interval=0 train.log_interval=1 train.timeout_s=120 \
         train.out_dir="$run.out" $over "${trace[@]}" > "$run.log" 2>&1; then rc=0; else rc=$?; fi

@@ -17,7 +17,7 @@ BUILD=${1:-build}
 source "$(dirname "$0")/lib.sh"
 run() {  # label np overrides...
   local label=$1 np=$2; shift 2
-  mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/configs/tiny.toml" \
+  mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" \
     model.n_layer=4 data.dir="$TMP/kjv" data.seq_len=64 train.threads=1 train.micro_batch=4 train.steps=3 \
     train.eval_interval=0 train.log_interval=1 train.timeout_s=300 train.out_dir="$TMP/$label" "$@" \
     > "$TMP/$label.log" 2>&1 || { cat "$TMP/$label.log" >&2; exit 1; }

@@ -19,7 +19,7 @@ run() {  # run <label> <np> <fault or ""> overrides...
   local t0 t1
   t0=$(date +%s.%N)
   TESSERA_FAULT=$fault mpirun --allow-run-as-root --oversubscribe -x TESSERA_FAULT -np "$np" "$TESSERA" train \
-    --config "$HERE/configs/tiny.toml" model.preset=$MODEL data.dir="$TMP/kjv" data.seq_len="$SEQ" \
+    --config "$HERE/tests/configs/tiny.toml" model.preset=$MODEL data.dir="$TMP/kjv" data.seq_len="$SEQ" \
     train.threads=1 train.micro_batch="$MB" train.batch_tokens=$((MB * SEQ * W)) parallel.dp=$W \
     train.steps="$STEPS" train.eval_interval="$STEPS" train.eval_batches="$EVAL_BATCHES" train.log_interval=1 \
     train.timeout_s=600 train.out_dir="$TMP/$label" "$@" > "$TMP/$label.log" 2>&1 || { cat "$TMP/$label.log"; exit 1; }

@@ -15,7 +15,7 @@ TIMEOUT=${TIMEOUT:-240}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$HERE/bench/results
 TESSERA=$(cd "$BUILD" && pwd)/src/cli/tessera
-CONFIG=$HERE/configs/tiny.toml
+CONFIG=$HERE/tests/configs/tiny.toml
 mkdir -p "$OUT"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1

@@ -63,7 +63,7 @@ for want in $METHODS; do
   # log_interval 1: metrics.jsonl has every step's wall time (local SGD's rounds are timed whole).
   # shellcheck disable=SC2086  # overrides are whitespace-separated key=value words
   if "$HERE/bench/netbed/mpirun.sh" --ranks "$ranks" --rate "$RATE" --timeout 900 "${alg[@]}" -- "$TESSERA" train \
-      --config "$HERE/configs/tiny.toml" model.preset="$MODEL" data.dir="$DATA" data.seq_len="$SEQ" \
+      --config "$HERE/tests/configs/tiny.toml" model.preset="$MODEL" data.dir="$DATA" data.seq_len="$SEQ" \
       parallel.dp="$RANKS" train.threads=1 train.micro_batch="$MB" train.batch_tokens=$((MB * SEQ * RANKS)) \
       train.steps="$STEPS" optim.warmup_steps=2 train.eval_interval="$STEPS" train.eval_batches=4 train.log_interval=1 \
       train.timeout_s=600 train.out_dir="$TMP/run_$label" $overrides > "$LOGS/$label.log" 2>&1; then

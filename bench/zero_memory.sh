@@ -15,7 +15,7 @@ source "$(dirname "$0")/lib.sh"
 for dp in 1 2 4; do
   for zero in 0 1 2 3; do
     echo "== dp=$dp zero=$zero" >&2
-    mpirun --allow-run-as-root --oversubscribe -np "$dp" "$TESSERA" train --config "$HERE/configs/tiny.toml" \
+    mpirun --allow-run-as-root --oversubscribe -np "$dp" "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" \
       model.preset=bench-small model.vocab_size=256 data.dir="$TMP/kjv" data.seq_len=64 parallel.dp="$dp" \
       parallel.zero="$zero" train.threads=1 train.micro_batch=1 train.batch_tokens=$((64 * dp)) train.steps=3 \
       train.eval_interval=0 train.log_interval=1 train.timeout_s=300 train.out_dir="$TMP/dp${dp}_z${zero}" \

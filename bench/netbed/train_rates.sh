@@ -27,7 +27,7 @@ for rate in $RATES; do
   ALG_ARGS=()
   [[ $alg == ring ]] && ALG_ARGS=(--mpi-arg --mca --mpi-arg coll_libnbc_iallreduce_algorithm --mpi-arg 1)
   "$HERE/bench/netbed/mpirun.sh" --ranks "$RANKS" --rate "$rate" --timeout 900 "${ALG_ARGS[@]}" -- "$TESSERA" train \
-    --config "$HERE/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
+    --config "$HERE/tests/configs/tiny.toml" model.preset="$MODEL" data.dir="$TMP/kjv" data.seq_len="$SEQ" \
     parallel.dp="$RANKS" train.threads=1 train.micro_batch="$MB" train.batch_tokens=$((MB * SEQ * RANKS)) \
     train.steps="$STEPS" train.eval_interval=0 train.log_interval=1000 train.timeout_s=600 \
     train.out_dir="$TMP/run_${rate}_$alg" > "$TMP/$rate.log" || { cat "$TMP/$rate.log" >&2; netbed_die "training at rate $rate failed"; }

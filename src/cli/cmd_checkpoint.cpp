@@ -13,7 +13,7 @@ namespace {
 int run_convert(const std::string& src, const std::string& out) {
   if (is_consolidated_dir(src)) {
     auto r = import_consolidated(src, out);
-    if (!r.ok()) return fail(r.status().message());
+    if (!r.ok()) return fail(r.status());
     std::printf("wrote checkpoint %s (step %lld, 1 rank, %lld tensors, %lld bytes of parameters and moments) from %s\n",
                 r->to.c_str(), (long long)r->step, (long long)r->tensors, (long long)r->bytes, src.c_str());
     std::printf("continue training with: tessera train --config <its config> train.out_dir=%s --resume\n", out.c_str());
@@ -24,7 +24,7 @@ int run_convert(const std::string& src, const std::string& out) {
     return fail(arg.status().message() + " (or a directory written by `tessera checkpoint convert`, with " +
                 kConsolidatedStateFile + ")");
   auto r = export_consolidated(arg->dir, out);
-  if (!r.ok()) return fail(r.status().message());
+  if (!r.ok()) return fail(r.status());
   std::printf("converted %s (step %lld, saved by %d rank%s%s) into %s: %s, %s, %s\n", arg->dir.c_str(),
               (long long)r->step, r->ranks, r->ranks == 1 ? "" : "s",
               arg->run.empty() ? "" : ", the latest complete checkpoint of the run", out.c_str(),

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "data/loader.h"
@@ -19,6 +21,7 @@ Runner add_eval(CLI::App& app) {
     std::string run, weights, model, data, split = "val", shard;
     int64_t batches = 0, batch = 4, seq = 0;
     int threads = 0;
+    bool json = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("eval", "Loss and perplexity of a model on a dataset split");
@@ -34,11 +37,12 @@ Runner add_eval(CLI::App& app) {
   c->add_option("--batch", a->batch, "Sequences per batch")->capture_default_str()->check(CLI::Range(1, 1000000));
   c->add_option("--seq", a->seq, "Sequence length (default: the model's max_seq_len)")->check(CLI::Range(0, 1000000));
   c->add_option("--threads", a->threads, "Threads (0 = all cores)")->check(CLI::Range(0, 4096));
+  c->add_flag("--json", a->json, "Print the result as one JSON object on stdout");
   return [a] {
     if (a->threads > 0) omp_set_num_threads(a->threads);
     if (a->run.empty() && a->weights.empty()) return fail("give --run <dir> or --weights <file.safetensors>");
     auto lm = a->run.empty() ? load_model_from_weights(a->weights, a->model) : load_model_from_checkpoint(a->run);
-    if (!lm.ok()) return fail(lm.status().message());
+    if (!lm.ok()) return fail(lm.status());
     const int64_t T = a->seq > 0 ? a->seq : lm->config.max_seq_len;
     if (T > lm->config.max_seq_len) return fail("--seq exceeds the model's max_seq_len");
     std::string what;
@@ -51,7 +55,7 @@ Runner add_eval(CLI::App& app) {
       const std::string data = a->data.empty() ? lm->data_dir : a->data;
       if (data.empty()) return fail("no dataset: pass --data <prepared dataset directory> or --shard <file.bin>");
       auto m = load_manifest(data);
-      if (!m.ok()) return fail(m.status().message());
+      if (!m.ok()) return fail(m.status());
       if (m->vocab_size > lm->config.vocab_size)
         return fail("dataset vocabulary " + std::to_string(m->vocab_size) + " exceeds the model's " +
                     std::to_string(lm->config.vocab_size) + ": evaluate on data made with the model's tokenizer");
@@ -59,7 +63,7 @@ Runner add_eval(CLI::App& app) {
       bytes_per_token = m->bytes_per_token();
       loader = EvalLoader::open(m.value(), a->split, static_cast<int>(a->batch), static_cast<int>(T));
     }
-    if (!loader.ok()) return fail(loader.status().message());
+    if (!loader.ok()) return fail(loader.status());
     CpuBackend backend;
     Transformer model(backend, lm->config, *lm->store, a->batch, T);
     auto result = evaluate_loss(model, loader.value(), a->batches);
@@ -68,6 +72,13 @@ Runner add_eval(CLI::App& app) {
     if (n == 0) return fail(what + " has no full batch of " + std::to_string(a->batch) + "x" +
                             std::to_string(T) + " tokens; lower --batch or --seq");
     const double loss = result->mean_loss;
+    if (a->json) {
+      nlohmann::json j = {{"source", lm->source}, {"data", what}, {"loss", loss}, {"perplexity", std::exp(loss)},
+                          {"batches", n}, {"batch", a->batch}, {"seq", T}};
+      j["loss_per_byte"] = bytes_per_token > 0 ? nlohmann::json(loss / bytes_per_token) : nlohmann::json(nullptr);
+      std::printf("%s\n", j.dump().c_str());
+      return 0;
+    }
     std::printf("%s on %s: loss %.4f nats/token, perplexity %.3f (%lld batches of %lldx%lld)\n",
                 lm->source.c_str(), what.c_str(), loss, std::exp(loss), (long long)n,
                 (long long)a->batch, (long long)T);

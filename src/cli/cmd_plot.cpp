@@ -24,7 +24,7 @@ Runner add_plot(CLI::App& app) {
     o.log_y = a->log_y;
     o.smooth = a->smooth;
     Status s = plot_runs_svg(a->out, a->runs, o);
-    if (!s.ok()) return fail(s.message());
+    if (!s.ok()) return fail(s);
     std::printf("wrote %s\n", a->out.c_str());
     return 0;
   };

@@ -43,7 +43,7 @@ int run_import(const PrepareArgs& a) {
   o.vocab_size = static_cast<uint32_t>(a.vocab_size);
   o.overwrite = a.overwrite;
   auto m = import_shards(o);
-  if (!m.ok()) return fail(m.status().message());
+  if (!m.ok()) return fail(m.status());
   std::printf("imported into %s: %llu train tokens, %llu val tokens (vocab %u, no tokenizer)\n", a.out.c_str(),
               (unsigned long long)m->train_tokens, (unsigned long long)m->val_tokens, m->vocab_size);
   return 0;
@@ -55,7 +55,7 @@ int run_prepare(const PrepareArgs& a) {
   o.inputs = a.inputs;
   o.output_dir = a.out;
   auto kind = parse_tokenizer_kind(a.tokenizer);
-  if (!kind.ok()) return fail(kind.status().message());
+  if (!kind.ok()) return fail(kind.status());
   o.tokenizer = kind.value();
   o.tokenizer_model = a.model;
   o.vocab_size = a.vocab_size;
@@ -70,12 +70,12 @@ int run_prepare(const PrepareArgs& a) {
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
     const std::string corpus = out.string() + ".txt";
     Status s = write_default_corpus(corpus);
-    if (!s.ok()) return fail(s.message());
+    if (!s.ok()) return fail(s);
     o.inputs.push_back(corpus);
   }
   if (o.inputs.empty()) return fail("no input: give text files or directories, or --kjv for the King James Bible");
   auto m = prepare_dataset(o);
-  if (!m.ok()) return fail(m.status().message());
+  if (!m.ok()) return fail(m.status());
   std::printf("prepared %s: %llu train tokens, %llu val tokens, tokenizer %s (vocab %u)\n", a.out.c_str(),
               (unsigned long long)m->train_tokens, (unsigned long long)m->val_tokens, m->tokenizer_kind.c_str(),
               m->vocab_size);

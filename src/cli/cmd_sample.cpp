@@ -56,12 +56,12 @@ Runner add_sample(CLI::App& app) {
   return [a] {
     if (a->threads > 0) omp_set_num_threads(a->threads);
     auto lm = load_model_from_checkpoint(a->run);
-    if (!lm.ok()) return fail(lm.status().message());
+    if (!lm.ok()) return fail(lm.status());
     const std::string data = a->tokenizer_data.empty() ? lm->data_dir : a->tokenizer_data;
     auto m = load_manifest(data);
     if (!m.ok()) return fail("cannot find the run's tokenizer: " + m.status().message() + " (pass --data)");
     auto tok = open_dataset_tokenizer(m.value());
-    if (!tok.ok()) return fail(tok.status().message());
+    if (!tok.ok()) return fail(tok.status());
     std::vector<uint32_t> ids = (*tok)->encode(a->prompt);
     if (ids.empty()) ids.push_back(0);
     const ModelConfig& cfg = lm->config;

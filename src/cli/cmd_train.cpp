@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "core/exit_codes.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/log.h"
@@ -17,10 +20,26 @@ namespace {
 struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
-  bool resume = false, quiet = false, verify_replicas = false;
+  std::string resume;  // "" (start fresh), "latest" (--resume) or "auto" (--resume auto)
+  bool quiet = false, json = false, verify_replicas = false;
   std::string trace;
   int64_t stop_after = -1;
 };
+
+// --json: the run's outcome for scripts, one object on stdout (progress and logs stay off stdout).
+nlohmann::json summary_json(const TrainSummary& s, const RunConfig& cfg, int world_size) {
+  nlohmann::json j = {{"out_dir", cfg.train.out_dir},
+                      {"ranks", world_size},
+                      {"first_step", s.first_step},
+                      {"last_step", s.last_step},
+                      {"steps_run", s.losses.size()},
+                      {"final_loss", s.losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.losses.back())},
+                      {"final_val_loss", s.final_val_loss < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.final_val_loss)},
+                      {"tokens_per_s", s.tokens_per_s},
+                      {"loader_wait_fraction", s.loader_wait_fraction},
+                      {"exposed_comm_fraction", s.exposed_comm_fraction}};
+  return j;
+}
 
 int run_train(const TrainArgs& a) {
   MpiRuntime mpi;
@@ -33,10 +52,10 @@ int run_train(const TrainArgs& a) {
     // Peers stuck on the same timed-out op time out within milliseconds of this rank: give them
     // time to print their own diagnosis before mpirun kills them.
     if (multi && s.code() == StatusCode::timeout) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    if (multi) abort_job(s, 1);
-    return fail(s.message());
+    if (multi) mpi.end_job_on_error(s, exit_code_for(s));
+    return fail(s);
   };
-  auto cfg = load_run_config_for_world(a.config, a.overrides, mpi.world_size());
+  auto cfg = load_run_config_for_world(resolve_config_path(a.config), a.overrides, mpi.world_size());
   if (!cfg.ok()) return fail_job(cfg.status());
   // The launcher watches this file: an error must say so before the job ends.
   const LaunchEnvironment launch = LaunchEnvironment::read();
@@ -48,16 +67,18 @@ int run_train(const TrainArgs& a) {
   auto world = MpiCommunicator::create_world(co);
   if (!world.ok()) return fail_job(world.status());
   TrainerOptions opts;
-  opts.resume = a.resume;
-  opts.resume_auto = launch.resume_auto;
+  opts.resume = a.resume == "latest";
+  opts.resume_auto = launch.resume_auto || a.resume == "auto";
   opts.launch_attempt = launch.attempt;
-  opts.quiet = a.quiet;
+  opts.quiet = a.quiet || a.json;
+  opts.json_summary = a.json;
   opts.trace_path = a.trace;
   opts.stop_after_steps = a.stop_after;
   opts.verify_replicas = a.verify_replicas;
   opts.ranks_per_node = mpi.ranks_on_this_node();
   auto summary = run_training(cfg.value(), *world.value(), opts);
   if (!summary.ok()) return fail_job(summary.status());
+  if (a.json && mpi.world_rank() == 0) std::printf("%s\n", summary_json(*summary, *cfg, mpi.world_size()).dump().c_str());
   return 0;
 }
 }  // namespace
@@ -65,10 +86,16 @@ int run_train(const TrainArgs& a) {
 Runner add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a model from a TOML run config (under mpirun for many ranks)");
-  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->check(CLI::ExistingFile);
+  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->check(existing_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. train.steps=20");
-  c->add_flag("--resume", a->resume, "Continue from the latest complete checkpoint in train.out_dir");
-  c->add_flag("--quiet", a->quiet, "No progress output");
+  // A flag, so `--resume section.key=value` keeps meaning what it always did; main() turns
+  // `--resume auto` into `--resume=auto`.
+  c->add_flag("--resume{latest}", a->resume,
+              "Continue from the latest complete checkpoint in train.out_dir; `--resume auto`: only if one exists "
+              "(else start fresh)")
+      ->check(CLI::IsMember({"latest", "auto"}));
+  c->add_flag("--quiet", a->quiet, "No progress lines (the final summary is still printed)");
+  c->add_flag("--json", a->json, "Print the final summary as one JSON object on stdout, and nothing else there");
   c->add_option("--trace", a->trace, "Write a Chrome trace-event timeline of the job (open in Perfetto)");
   c->add_option("--stop-after", a->stop_after, "Stop (with a checkpoint) after this many steps");
   c->add_flag("--verify-replicas", a->verify_replicas,

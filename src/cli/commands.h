@@ -2,6 +2,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+
+#include "core/status.h"
 
 namespace tessera::cli {
 
@@ -22,7 +25,15 @@ Runner add_config(CLI::App& app);
 // `tessera --version`: version, build and CPU kernel level (version.cpp).
 std::string version_text();
 
-// Prints "error: <message>" to stderr and returns 1.
+// A --config path as given, or else the shipped config of that relative path installed beside the
+// command (<prefix>/share/tessera/configs/...), so `--config configs/tiny.toml` works from anywhere.
+std::string resolve_config_path(const std::string& path);
+// A CLI11 validator: the config exists as given or installed (resolve_config_path).
+CLI::Validator existing_config();
+
+// Prints "error: <message>" to stderr and returns 1 (ExitCode::failure).
 int fail(const std::string& message);
+// Prints "error: <message>" and returns the exit code of the error's kind (core/exit_codes.h).
+int fail(const Status& status);
 
 }  // namespace tessera::cli

@@ -1,11 +1,37 @@
 // tessera <command>: parses the command line and dispatches; each command lives in its own file.
 #include <cstdio>
 #include <map>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli/commands.h"
+#include "core/exit_codes.h"
 
-int main(int argc, char** argv) {
+namespace {
+// `--resume auto` reads naturally, but a flag cannot take the next word: join the two (only for
+// the value `auto`, so `--resume train.steps=9` stays a flag followed by an override).
+std::vector<char*> join_resume_auto(int argc, char** argv, std::string& joined) {
+  std::vector<char*> out;
+  joined = "--resume=auto";
+  for (int i = 0; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--resume" && i + 1 < argc && std::string_view(argv[i + 1]) == "auto") {
+      out.push_back(joined.data());
+      ++i;
+    } else {
+      out.push_back(argv[i]);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+int main(int raw_argc, char** raw_argv) {
   using namespace tessera::cli;
+  std::string joined;
+  std::vector<char*> args = join_resume_auto(raw_argc, raw_argv, joined);
+  const int argc = static_cast<int>(args.size());
+  char** argv = args.data();
   CLI::App app{"Tessera: train transformer language models on one or many processes"};
   app.require_subcommand(1);
   app.set_version_flag("--version", [] { return version_text(); }, "print the version, the build and the CPU level");
@@ -37,12 +63,16 @@ int main(int argc, char** argv) {
       names += (names.empty() ? "" : ", ") + sub->get_name();
       known = known || sub->get_name() == argv[1];
     }
-    if (!known) return fail(std::string("unknown command '") + argv[1] + "': use one of " + names + " (see --help)");
+    if (!known) {
+      fail(std::string("unknown command '") + argv[1] + "': use one of " + names + " (see --help)");
+      return tessera::exit_code(tessera::ExitCode::usage);
+    }
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end here with 0; every command-line mistake gets the one usage code.
+    return app.exit(e) == 0 ? 0 : tessera::exit_code(tessera::ExitCode::usage);
   }
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

@@ -1,6 +1,5 @@
 // After each step: sanity checks, the training state, step timing, metrics and the progress line,
 // evaluation and checkpoint cadence; and the end-of-run summary.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -67,7 +66,7 @@ Status evaluate_and_log(TrainingRun& run) {
   if (!run.opts.quiet) {
     char per_byte[48] = "";
     if (bpt > 0) std::snprintf(per_byte, sizeof per_byte, ", %.4f nats/byte", val / bpt);
-    std::printf("%sstep %lld: val loss %.4f (perplexity %.2f%s)\n", isatty(1) ? "\r\033[K" : "",
+    std::printf("%sstep %lld: val loss %.4f (perplexity %.2f%s)\n", clear_progress_line(),
                 (long long)run.state.step, val, std::exp(val), per_byte);
     std::fflush(stdout);
   }
@@ -86,7 +85,7 @@ Status report_stragglers(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(std::vector<RankStepTime> all, gather_step_times(ranks, mine));
   if (!run.lead) return Status::ok_status();
   const StragglerReport report = analyse_stragglers(all);
-  if (!run.opts.quiet) std::printf("stragglers: %s\n", describe(report).c_str());
+  if (!run.opts.json_summary) std::printf("stragglers: %s\n", describe(report).c_str());
   nlohmann::json ev = to_json(report);
   ev["event"] = "stragglers";
   ev["step"] = run.state.step;
@@ -192,7 +191,7 @@ Status save_run_checkpoint(TrainingRun& run, bool last) { return save_checkpoint
 Result<TrainSummary> finish_training(TrainingRun& run) {
   TrainSummary& s = run.summary;
   const RunClock& c = run.clock;
-  if (run.lead && !run.opts.quiet && isatty(1)) std::printf("\n");
+  if (run.lead && !run.opts.quiet && *clear_progress_line()) std::printf("\n");
   s.last_step = run.state.step;
   if (c.timed_steps > 0) {
     s.tokens_per_s = run.tokens_per_step() * c.timed_steps / c.timed_s;
@@ -212,7 +211,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
                   mib_per_step(run.grid->pp(), c.pp_traffic_at_start));
     mp_traffic = buf;
   }
-  if (run.lead && !run.opts.quiet && c.timed_steps > 0)
+  if (run.lead && !run.opts.json_summary && c.timed_steps > 0)
     std::printf("done: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%, "
                 "data-parallel traffic %.2f MiB/step per rank (ring model)%s\n",
                 (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,

@@ -236,6 +236,9 @@ int64_t MemoryPlan::largest_micro_batch_that_fits() const {
 }
 
 Result<MemoryPlan> plan_memory(const RunConfig& cfg, int world_size) {
+  if (cfg.parallel.dp < 1)
+    return invalid_argument("parallel.dp = 0 (fill the job) is resolved for a world size by load_run_config_for_world "
+                            "before memory is planned");
   TS_ASSIGN_OR_RETURN(MemoryPlan plan, plan_ranks(cfg, world_size));
   // Largest micro-batch per rank: every candidate's plan (the peak need not be monotone in the
   // micro-batch: a GPipe stage holds grad_accum micro-batches, and grad_accum shrinks as it grows).

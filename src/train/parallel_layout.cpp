@@ -74,7 +74,7 @@ Status check_sequence_parallel(const RunConfig& cfg) {
 
 // How to reach `want` micro-batches: train.grad_accum is train.batch_tokens / (micro_batch x seq_len x dp).
 std::string grad_accum_formula(const RunConfig& cfg) {
-  return "train.grad_accum = " + str(cfg.train.grad_accum) + " is train.batch_tokens (" + str(cfg.train.batch_tokens) +
+  return "grad_accum = " + str(cfg.train.grad_accum) + " is train.batch_tokens (" + str(cfg.train.batch_tokens) +
          ") / (train.micro_batch " + str(cfg.train.micro_batch) + " x data.seq_len " + str(cfg.data.seq_len) +
          " x parallel.dp " + str(cfg.parallel.dp) + ")";
 }
@@ -102,8 +102,8 @@ Status check_schedule(const RunConfig& cfg, PipelineScheduleKind kind, const Pip
       std::string fix = "raise train.batch_tokens to " + batch_tokens_for(cfg, p);
       if (int64_t b = smaller_micro_batch(cfg, p)) fix += " or lower train.micro_batch to " + str(b);
       return invalid_argument("fewer micro-batches than stages: the " + name + " schedule over parallel.pp = " +
-                              str(p) + " stages needs train.grad_accum >= " + str(p) + ", but " +
-                              grad_accum_formula(cfg) + ": set train.grad_accum >= pp: " + fix);
+                              str(p) + " stages needs at least " + str(p) + " micro-batches per step, but " +
+                              grad_accum_formula(cfg) + " (derived, not a key): " + fix);
     }
   } else {
     if (V < 2)
@@ -114,9 +114,9 @@ Status check_schedule(const RunConfig& cfg, PipelineScheduleKind kind, const Pip
       const int64_t below = m / p * p, above = below + p;
       std::string fix = "set train.batch_tokens to " +
                         (below > 0 ? batch_tokens_for(cfg, below) + " or " : std::string()) +
-                        batch_tokens_for(cfg, above) + " (train.grad_accum = " +
+                        batch_tokens_for(cfg, above) + " (grad_accum = " +
                         (below > 0 ? str(below) + " or " : std::string()) + str(above) + ")";
-      return invalid_argument("the interleaved schedule needs train.grad_accum to be a multiple of parallel.pp = " +
+      return invalid_argument("the interleaved schedule needs the micro-batches per step (grad_accum) to be a multiple of parallel.pp = " +
                               str(p) + " (Megatron's rule), but " + grad_accum_formula(cfg) + ": " + fix +
                               ", or use parallel.schedule = \"1f1b\"");
     }
@@ -266,6 +266,9 @@ std::string ParallelLayout::describe() const {
 
 Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size) {
   const ParallelConfig& p = cfg.parallel;
+  if (p.dp < 1)  // a caller's mistake, not the user's: the trainer resolves it first
+    return invalid_argument("parallel.dp = 0 (fill the job) is resolved for a world size by load_run_config_for_world "
+                            "before the layout is planned");
   ParallelLayout layout;
   layout.grid = GridShape{p.dp, p.pp, p.tp};
   layout.sequence_parallel = p.sequence_parallel;

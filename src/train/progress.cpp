@@ -3,7 +3,10 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 namespace tessera {
 
@@ -25,8 +28,28 @@ std::string format_progress(const ProgressFields& f) {
   return buf;
 }
 
+bool is_live_terminal(int fd) {
+  if (!isatty(fd)) return false;
+  const std::string parent = "/proc/" + std::to_string(getppid());
+  std::string launcher;
+  std::getline(std::ifstream(parent + "/comm"), launcher);
+  for (const char* mpi : {"mpirun", "mpiexec", "orterun", "prterun", "orted", "prted"}) {
+    if (launcher != mpi) continue;
+    char target[PATH_MAX] = {};
+    const ssize_t n = readlink((parent + "/fd/" + std::to_string(fd)).c_str(), target, sizeof target - 1);
+    const std::string where(target, n > 0 ? static_cast<size_t>(n) : 0);
+    return where.rfind("/dev/pts/", 0) == 0 || where.rfind("/dev/tty", 0) == 0;
+  }
+  return true;
+}
+
+const char* clear_progress_line() {
+  static const bool live = is_live_terminal(STDOUT_FILENO);  // a property of the process
+  return live ? "\r\033[K" : "";
+}
+
 void print_progress(const ProgressFields& f, bool final_line) {
-  static const bool tty = isatty(STDOUT_FILENO);
+  const bool tty = *clear_progress_line() != '\0';
   if (tty && !final_line) std::printf("\r\033[K%s", format_progress(f).c_str());
   else std::printf("%s%s\n", tty ? "\r\033[K" : "", format_progress(f).c_str());
   std::fflush(stdout);

@@ -12,6 +12,11 @@ struct ProgressFields {
 };
 
 std::string format_progress(const ProgressFields& f);
+// Whether `fd` is a terminal a person watches. Under mpirun a rank's stdout is a pseudo-terminal even
+// when mpirun's own output goes to a file (a Slurm or CI log), so then mpirun's descriptor decides.
+bool is_live_terminal(int fd);
+// "\r\033[K" on a live stdout (erases the progress line before other output), else "".
+const char* clear_progress_line();
 std::string format_duration(double seconds);  // "1h02m", "5m12s", "42s"
 // Prints the line; on a terminal it overwrites the previous one unless `final_line`.
 void print_progress(const ProgressFields& f, bool final_line = false);

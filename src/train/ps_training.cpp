@@ -1,7 +1,6 @@
 // Parameter-server runs in the trainer: roles, each role's gradient strategy, the server loop.
 #include "train/ps_training.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include "parallel/param_server.h"
 #include "parallel/param_server_worker.h"
 #include "train/lr_schedule.h"
+#include "train/progress.h"
 #include "train/training_run.h"
 
 namespace tessera {
@@ -60,9 +60,9 @@ Communicator& step_stats_group(TrainingRun& run) {
 void report_param_server_traffic(TrainingRun& run) {
   const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());
   const int64_t steps = run.clock.steps_this_run;
-  if (!worker || !run.lead || run.opts.quiet || steps == 0) return;
+  if (!worker || !run.lead || run.opts.json_summary || steps == 0) return;
   const double mib = 1048576.0 * static_cast<double>(steps);
-  if (isatty(1)) std::printf("\n");  // after the progress line
+  if (*clear_progress_line()) std::printf("\n");  // after the progress line
   std::printf("parameter server: pushed %.3f MiB + pulled %.3f MiB per step per worker (%s, %d server(s))\n",
               static_cast<double>(worker->pushed_bytes()) / mib, static_cast<double>(worker->pulled_bytes()) / mib,
               run.cfg.ps.consistency.c_str(), run.cfg.ps.servers);

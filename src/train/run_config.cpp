@@ -434,13 +434,23 @@ Result<RunConfig> load_run_config_for_world(const std::string& path, const std::
                                             int world_size) {
   TS_ASSIGN_OR_RETURN(RunConfig cfg, load_run_config(path, overrides));
   if (cfg.parallel.dp != 0) return cfg;
-  const int mp = cfg.parallel.tp * cfg.parallel.pp;
-  if (world_size < mp || world_size % mp != 0)
-    return invalid_argument("parallel.dp = 0 fills the job with data-parallel replicas, but " +
-                            std::to_string(world_size) + " ranks are not a multiple of parallel.tp x parallel.pp = " +
-                            std::to_string(mp) + ": launch a multiple of " + std::to_string(mp) + " ranks");
+  int dp = 0;
+  if (cfg.parallel.mode == "ps") {  // the last ps.servers ranks serve; every other rank is a worker
+    if (world_size <= cfg.ps.servers)
+      return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + std::to_string(cfg.ps.servers) +
+                              " needs at least " + std::to_string(cfg.ps.servers + 1) + " ranks but the job has " +
+                              std::to_string(world_size) + ": launch more ranks or lower ps.servers");
+    dp = world_size - static_cast<int>(cfg.ps.servers);
+  } else {
+    const int mp = cfg.parallel.tp * cfg.parallel.pp;
+    if (world_size < mp || world_size % mp != 0)
+      return invalid_argument("parallel.dp = 0 (the default) fills the job with data-parallel replicas, but " +
+                              std::to_string(world_size) + " ranks are not a multiple of parallel.tp x parallel.pp = " +
+                              std::to_string(mp) + ": launch a multiple of " + std::to_string(mp) + " ranks");
+    dp = world_size / mp;
+  }
   std::vector<std::string> with_dp = overrides;
-  with_dp.push_back("parallel.dp=" + std::to_string(world_size / mp));
+  with_dp.push_back("parallel.dp=" + std::to_string(dp));
   return load_run_config(path, with_dp);
 }
 

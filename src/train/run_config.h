@@ -66,7 +66,8 @@ struct PsConfig {
 };
 
 struct ParallelConfig {
-  int dp = 1;  // 0 = as many as the world allows (world / (tp pp)), resolved by load_run_config_for_world
+  int dp = 0;  // 0 (default) = as many as the world allows (world / (tp pp); world - ps.servers in ps mode),
+              // resolved by load_run_config_for_world
   int pp = 1;
   int tp = 1;
   double bucket_mb = 4.0;  // gradient all-reduce bucket size

@@ -19,6 +19,15 @@ std::string describe_resume_changes(const nlohmann::json& saved, const nlohmann:
       if (before != after)
         changed += (changed.empty() ? "" : ", ") + section + "." + name + " " + before.dump() + " -> " + after.dump();
     }
+  // train.steps is the length of the run, harmless to change, except that a decaying learning-rate
+  // schedule spreads its decay over it: the remaining steps then follow a different curve.
+  const nlohmann::json steps_before = saved.value("train", nlohmann::json::object()).value("steps", nlohmann::json());
+  const nlohmann::json steps_after = now.value("train", nlohmann::json::object()).value("steps", nlohmann::json());
+  const std::string schedule = now.value("optim", nlohmann::json::object()).value("schedule", std::string());
+  if (steps_before != steps_after && schedule != "constant")
+    changed += (changed.empty() ? "" : ", ") + std::string("train.steps ") + steps_before.dump() + " -> " +
+               steps_after.dump() + " (the " + schedule + " learning-rate schedule now decays over " +
+               steps_after.dump() + " steps)";
   return changed;
 }
 

@@ -20,7 +20,8 @@ struct TrainerOptions {
   // else start fresh -- also in a run directory a failed attempt left without any checkpoint.
   bool resume_auto = false;
   int launch_attempt = 0;  // TESSERA_LAUNCH_ATTEMPT (tessera launch): 0 for the first start
-  bool quiet = false;           // no progress line (tests)
+  bool quiet = false;           // no progress lines (the final summary is still printed)
+  bool json_summary = false;    // print no summary: the caller prints TrainSummary as JSON (--json)
   std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)
   int64_t stop_after_steps = -1;  // stop (with a checkpoint) after this many steps of this invocation
   bool verify_replicas = false;   // after every step, check that all dp replicas hold bitwise-equal parameters

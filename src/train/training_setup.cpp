@@ -67,8 +67,17 @@ Status open_loaders(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(run.loader, DataLoader::open(run.manifest, "train", lc));
   if (cfg.train.eval_interval > 0) {
     auto v = EvalLoader::open(run.manifest, "val", B, T, dp_rank, dp_size);
-    if (v.ok()) run.val_loader.emplace(std::move(v).value());
-    else if (run.lead) log_warn("no validation loss: " + v.status().message());
+    if (!v.ok()) {
+      if (run.lead) log_warn("no validation loss: " + v.status().message());
+    } else if (v->num_batches() == 0) {  // a mean over nothing is not a loss: never report one
+      return invalid_argument("the validation split of " + cfg.data.dir + " holds no full evaluation batch of " +
+                              std::to_string(dp_size) + " replica(s) x train.micro_batch " + std::to_string(B) +
+                              " sequences of data.seq_len " + std::to_string(T) +
+                              " tokens: lower train.micro_batch or data.seq_len, prepare the data with a larger "
+                              "--val-fraction, or set train.eval_interval = 0 to train without validation");
+    } else {
+      run.val_loader.emplace(std::move(v).value());
+    }
   }
   return Status::ok_status();
 }

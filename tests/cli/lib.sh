@@ -4,7 +4,7 @@ set -euo pipefail
 
 TESSERA=$(readlink -f "$1")
 SRC=$(readlink -f "$2")
-CONFIG=$SRC/configs/tiny.toml
+CONFIG=$SRC/tests/configs/tiny.toml
 export OMP_NUM_THREADS=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tessera_cli.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

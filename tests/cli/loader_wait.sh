@@ -29,7 +29,16 @@ for n in ("data", "forward", "backward", "optimizer"):
     assert n in names, f"no '{n}' span in the trace: {sorted(map(str, names))[:20]}"
 PY
 
-# --quiet prints nothing, not even the summary.
+# --quiet drops the banner and the progress lines but keeps the final summary.
 q=$(tiny_train quiet ds train.steps=2 --quiet) || fail "quiet training"
-[[ -z $q ]] || fail "--quiet printed: $q"
+[[ $q == "done: 2 steps, "* && $(wc -l <<< "$q") -eq 1 ]] || fail "--quiet printed more or less than the summary: $q"
+# --json: one JSON object on stdout and nothing else, the same numbers as metrics.jsonl.
+j=$(tiny_train json ds train.steps=3 --json) || fail "json training"
+/usr/bin/python3 - "$j" json/metrics.jsonl <<'PY' || fail "--json printed: $j"
+import json, sys
+s = json.loads(sys.argv[1])
+last = [e for e in map(json.loads, open(sys.argv[2])) if "loss" in e][-1]
+assert s["last_step"] == 3 and s["steps_run"] == 3 and abs(s["final_loss"] - last["loss"]) < 1e-6, s
+assert s["final_val_loss"] is None and s["tokens_per_s"] > 0, s
+PY
 echo PASS

@@ -1,4 +1,4 @@
-# `tessera plan` on configs/tiny.toml: the per-rank table, grouping of ranks of one kind, --ranks,
+# `tessera plan` on tests/configs/tiny.toml: the per-rank table, grouping of ranks of one kind, --ranks,
 # the budget verdict with the changes that fit, --json, errors; and a dp-only run's measured peak
 # (metrics.jsonl "mem") equals the plan to the byte.
 # Usage: plan.sh TESSERA SOURCE_DIR

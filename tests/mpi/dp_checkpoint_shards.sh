@@ -6,7 +6,7 @@
 #   dp_checkpoint_shards.sh <tessera> <data_dir> <work_dir>
 set -euo pipefail
 tessera=$1; data=$2; work=$3
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 run() {  # run <out_dir> [flags...]

@@ -12,7 +12,7 @@
 # e.g. dp_compression.sh tessera data/kjv runs 2 parallel.dp=2 bf16 topk:comm.topk_ratio=0.1 powersgd onebit
 set -e
 tessera=$1; data=$2; work=$3; np=$4; extra=$5; shift 5
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 run() {  # run <label> <overrides...>
   label=$1; shift

@@ -6,7 +6,7 @@
 # after every step, or the job fails); the first layout is the reference for the others.
 set -e
 tessera=$1; data=$2; work=$3; tol=$4; shift 4
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 runs=""
 for spec in "$@"; do

@@ -5,7 +5,7 @@
 #   local_sgd_resume.sh <tessera> <data_dir> <work_dir>
 set -e
 tessera=$1; data=$2; work=$3
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 run() {  # run <out_dir> [flags...]
   out=$1; shift

@@ -26,7 +26,7 @@ tolerance() {  # tolerance <name>: its value in $tolerances, else loss's, else t
 }
 loss_tol=$(tolerance loss); grad_tol=$(tolerance grad_norm); weights_tol=$(tolerance weights)
 grad_from=$(echo "$tolerances" | tr ',' '\n' | sed -n "s/^grad_norm_from=//p")
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 train() {  # label np [--stop-after N | --resume] overrides...
   label=$1; np=$2; shift 2

@@ -7,7 +7,7 @@
 #   ps_async_converge.sh <tessera> <data_dir> <work_dir> <margin>
 set -e
 tessera=$1; data=$2; work=$3; margin=$4
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 for mode in sync async ssp; do
   echo "== ps.consistency = $mode"

@@ -6,7 +6,7 @@
 #   ps_compression.sh <tessera> <data_dir> <work_dir> <method>:<max_ratio>[:<key=value>] ...
 set -e
 tessera=$1; data=$2; work=$3; shift 3
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 train() {  # label overrides...
   label=$1; shift

@@ -5,7 +5,7 @@
 # 20. The job itself then fails at the final evaluation (a collective the hung worker never joins),
 # naming rank 1.   ps_dead_worker.sh <tessera> <data_dir> <work_dir>
 tessera=$1; data=$2; work=$3
-config=$(dirname "$0")/../../configs/tiny.toml
+config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 timeout -k 5 60 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe -x TESSERA_FAULT=hang:rank=1:step=5 -np 4 \
   "$tessera" train --config "$config" --quiet data.dir="$data" train.out_dir="$work/run" train.threads=1 \

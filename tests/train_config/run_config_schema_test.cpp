@@ -12,7 +12,7 @@
 namespace tessera {
 namespace {
 
-const std::string kMinimal = "[data]\ndir = \"data/x\"\n";
+const std::string kMinimal = "[data]\ndir = \"data/x\"\n[parallel]\ndp = 1\n";
 
 // Every TOML key of the schema set away from its default (a new key must be added here: the test says so).
 const std::string kEveryKey = R"([model]
@@ -172,6 +172,12 @@ std::string legacy_resume_changes(const nlohmann::json& before, const nlohmann::
   check("train", "local_steps");  // added with local SGD, with its outer optimizer:
   for (const char* key : {"lr", "momentum", "nesterov"}) check("outer", key);
   for (const char* key : {"compression", "topk_ratio", "powersgd_rank"}) check("comm", key);  // gradient compression
+  // The run's length, which a decaying schedule spreads its decay over.
+  const auto steps = now["train"]["steps"];
+  if (now["optim"]["schedule"] != "constant" && before["train"]["steps"] != steps)
+    changed += (changed.empty() ? "" : ", ") + std::string("train.steps ") + before["train"]["steps"].dump() + " -> " +
+               steps.dump() + " (the " + now["optim"]["schedule"].get<std::string>() +
+               " learning-rate schedule now decays over " + steps.dump() + " steps)";
   return changed;
 }
 
@@ -199,8 +205,15 @@ TEST(RunConfigSchema, ResumeChangesNameKeyAndValues) {
   got = describe_resume_changes(saved, to_json(parse_ok(kMinimal, {"train.batch_tokens=512"})));
   EXPECT_EQ(got, "train.batch_tokens 256 -> 512") << got;
   got = describe_resume_changes(
-      saved, to_json(parse_ok(kMinimal, {"train.steps=500", "train.out_dir=elsewhere", "train.threads=1",
+      saved, to_json(parse_ok(kMinimal, {"train.out_dir=elsewhere", "train.threads=1",
                                          "train.eval_interval=7", "train.log_interval=3", "parallel.bucket_mb=1"})));
+  EXPECT_EQ(got, "") << got;
+  // A longer run re-bends a decaying schedule; with a constant learning rate it is only longer.
+  got = describe_resume_changes(saved, to_json(parse_ok(kMinimal, {"train.steps=500"})));
+  EXPECT_NE(got.find("train.steps 100 -> 500 (the cosine learning-rate schedule now decays over 500 steps)"),
+            std::string::npos) << got;
+  got = describe_resume_changes(to_json(parse_ok(kMinimal, {"optim.schedule=constant"})),
+                                to_json(parse_ok(kMinimal, {"optim.schedule=constant", "train.steps=500"})));
   EXPECT_EQ(got, "") << got;
   // The pipeline / sequence-parallel keys split the work without changing the math.
   got = describe_resume_changes(

@@ -28,7 +28,11 @@ std::string parse_err(const std::string& text, const std::vector<std::string>& o
 #define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
 TEST(RunConfig, Defaults) {
-  RunConfig c = parse_ok(kMinimal);
+  // parallel.dp = 0 (the default) fills the job: the batch is resolved once the world size is known.
+  const RunConfig unresolved = parse_ok(kMinimal);
+  EXPECT_EQ(unresolved.parallel.dp, 0);
+  EXPECT_EQ(unresolved.train.batch_tokens, 0);
+  RunConfig c = parse_ok(kMinimal + "[parallel]\ndp = 1\n");
   auto tiny = model_preset("tiny").value();
   EXPECT_EQ(c.model_preset, "tiny");
   EXPECT_EQ(c.model.n_layer, tiny.n_layer);
@@ -177,14 +181,14 @@ TEST(RunConfig, BadEnumValues) {
 }
 
 TEST(RunConfig, BatchTokensNotDivisible) {
-  std::string m = parse_err("[data]\ndir=\"d\"\nseq_len=64\n[train]\nmicro_batch=4\nbatch_tokens=1000\n");
+  std::string m = parse_err("[data]\ndir=\"d\"\nseq_len=64\n[train]\nmicro_batch=4\nbatch_tokens=1000\n[parallel]\ndp=1\n");
   EXPECT_HAS(m, "train.batch_tokens (1000)");
   EXPECT_HAS(m, "train.micro_batch (4)");
   EXPECT_HAS(m, "data.seq_len (64)");
   EXPECT_HAS(m, "parallel.dp (1)");
   EXPECT_HAS(m, "= 256");
   EXPECT_HAS(m, "try batch_tokens = 768 or 1024");
-  m = parse_err("[data]\ndir=\"d\"\nseq_len=64\n[train]\nmicro_batch=4\nbatch_tokens=100\n");
+  m = parse_err("[data]\ndir=\"d\"\nseq_len=64\n[train]\nmicro_batch=4\nbatch_tokens=100\n[parallel]\ndp=1\n");
   EXPECT_HAS(m, "try batch_tokens = 256");
   // dp counts: 512 is fine for dp=1 but not for dp=3.
   m = parse_err("[data]\ndir=\"d\"\nseq_len=64\n[train]\nmicro_batch=4\nbatch_tokens=512\n[parallel]\ndp=3\n");
@@ -336,7 +340,7 @@ TEST(RunConfig, LoadFileAndMissingFile) {
 
 TEST(RunConfig, ShippedConfigsParse) {
   const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/configs/";
-  auto def = load_run_config(dir + "default.toml");
+  auto def = load_run_config_for_world(dir + "default.toml", {}, 1);
   ASSERT_TRUE(def.ok()) << def.status().to_string();
   // The README's default job: BPE-4096 KJV data, and a vocabulary that matches it.
   EXPECT_EQ(def->model_preset, "kjv-bpe");
@@ -345,12 +349,12 @@ TEST(RunConfig, ShippedConfigsParse) {
   EXPECT_LE(def->data.seq_len, def->model.max_seq_len);
   EXPECT_EQ(def->train.grad_accum, 1);
   EXPECT_GT(def->train.eval_interval, 0);
-  auto byte = load_run_config(dir + "kjv_byte.toml");
+  auto byte = load_run_config_for_world(dir + "kjv_byte.toml", {}, 1);
   ASSERT_TRUE(byte.ok()) << byte.status().to_string();
   EXPECT_EQ(byte->model.vocab_size, 256);
   EXPECT_EQ(byte->data.dir, "data/kjv");
   for (const char* name : {"default.toml", "kjv_byte.toml", "tiny.toml", "gpt2_finetune.toml", "llama_small.toml"}) {
-    auto r = load_run_config(dir + name);
+    auto r = load_run_config_for_world(dir + name, {}, 1);  // as `tessera train` on one process
     EXPECT_TRUE(r.ok()) << name << ": " << r.status().to_string();
     if (!r.ok()) continue;
     // The config.toml a run writes into its directory parses back to the same config.
@@ -358,11 +362,11 @@ TEST(RunConfig, ShippedConfigsParse) {
     ASSERT_TRUE(back.ok()) << name << ": " << back.status().to_string() << "\n" << r->to_toml();
     EXPECT_TRUE(back.value() == r.value()) << name;
   }
-  auto ft = load_run_config(dir + "gpt2_finetune.toml");
+  auto ft = load_run_config_for_world(dir + "gpt2_finetune.toml", {}, 1);
   ASSERT_TRUE(ft.ok());
   EXPECT_FALSE(ft->init_weights.empty());
   EXPECT_EQ(ft->train.grad_accum, 4);
-  auto llama = load_run_config(dir + "llama_small.toml");
+  auto llama = load_run_config_for_world(dir + "llama_small.toml", {}, 1);
   ASSERT_TRUE(llama.ok());
   EXPECT_EQ(llama->model.arch, Arch::llama);
   EXPECT_EQ(llama->model.n_kv_head, 2);

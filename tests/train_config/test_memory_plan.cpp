@@ -21,7 +21,7 @@ namespace {
 // preset tiny widened (gpt2, L = 4, C = 128), micro-batch 4 x 64
 const std::string kToml =
     "[model]\npreset = \"tiny\"\nn_layer = 4\nd_model = 128\nd_ff = 512\n[data]\ndir = \"data/x\"\nseq_len = 64\n"
-    "[train]\nmicro_batch = 4\n";
+    "[train]\nmicro_batch = 4\n[parallel]\ndp = 1\n";
 
 RunConfig config(const std::vector<std::string>& overrides = {}) {
   auto r = parse_run_config(kToml, overrides, "test.toml");

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "comm/mpi/job_failure.h"
 #include "core/log.h"
 
 namespace tessera {
@@ -30,11 +31,18 @@ MpiRuntime::MpiRuntime(int thread_level) {
     MPI_Comm_size(node, &local_size_);
     MPI_Comm_free(&node);
   }
+  MPI_Comm_dup(MPI_COMM_WORLD, &failure_channel_);
+}
+
+void MpiRuntime::end_job_on_error(const Status& status, int exit_code) const {
+  if (failure_channel_ == MPI_COMM_NULL || size_ == 1) abort_job(status, exit_code);
+  tessera::end_job_on_error(failure_channel_, status, exit_code);
 }
 
 MpiRuntime::~MpiRuntime() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && failure_channel_ != MPI_COMM_NULL) MPI_Comm_free(&failure_channel_);
   if (owns_ && !finalized) MPI_Finalize();
 }
 
