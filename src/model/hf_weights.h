@@ -58,9 +58,9 @@ Status import_hf_weights(const SafetensorsFile& file, const ModelConfig& cfg, co
 Status import_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout, float* dst);
 
 // How GPT-2 tensors are named: bare (GPT2Model's names, what `tessera export --out` has always
-// written) or with GPT2LMHeadModel's "transformer." prefix. from_pretrained needs the prefix to load
-// an untied lm_head.weight: with bare names it loads the file into the base model only and leaves
-// the head random (a warning, not an error). LLaMA names are the same either way.
+// written) or with GPT2LMHeadModel's "transformer." prefix. from_pretrained needs the prefix next to
+// an untied lm_head.weight: bare names plus lm_head.weight is a mix it refuses ("state dictionary
+// ... corrupted", transformers 4.40). LLaMA names are the same either way.
 enum class HfGpt2Names { bare, lm_head_model };
 
 // The parameters (or gradients) in `src` (layout offsets) as f32 tensors with HF names and
