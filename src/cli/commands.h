@@ -15,6 +15,7 @@ Runner add_prepare(CLI::App& app);
 Runner add_train(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_sample(CLI::App& app);
+Runner add_logits(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_plot(CLI::App& app);
 Runner add_plan(CLI::App& app);

@@ -49,6 +49,7 @@ int main(int raw_argc, char** raw_argv) {
   reg(add_train);
   reg(add_eval);
   reg(add_sample);
+  reg(add_logits);
   reg(add_export);
   reg(add_plot);
   reg(add_plan);

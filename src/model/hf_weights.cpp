@@ -7,6 +7,8 @@
 #include <unordered_map>
 
 #include "core/log.h"
+#include "model/hf_config.h"
+#include "model/hf_directory.h"
 
 namespace tessera {
 
@@ -217,15 +219,29 @@ Status import_hf_weights(const SafetensorsFile& file, const ModelConfig& cfg, co
 }
 
 Status import_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout, float* dst) {
-  TS_ASSIGN_OR_RETURN(SafetensorsFile file, open_safetensors(path));
+  if (!is_hf_directory(path)) {
+    TS_ASSIGN_OR_RETURN(SafetensorsFile file, open_safetensors(path));
+    return import_hf_weights(file, cfg, layout, dst);
+  }
+  // A directory says what model it holds: a different one would load shapes that fit (or not) and
+  // compute something else (another eps or theta), so the difference is an error.
+  TS_ASSIGN_OR_RETURN(ModelConfig there, read_hf_directory_config(path));
+  const std::string diff = first_model_difference(cfg, there);
+  if (!diff.empty())
+    return invalid_argument("the model config (" + std::string(arch_name(cfg.arch)) + " '" + cfg.name +
+                            "') differs from the one in " + squote(path + "/config.json") + " (" + diff +
+                            "); set the [model] keys to the directory's values");
+  TS_ASSIGN_OR_RETURN(SafetensorsFile file, open_safetensors(hf_directory_weights(path)));
   return import_hf_weights(file, cfg, layout, dst);
 }
 
-std::vector<NamedTensor> to_hf_tensors(const ModelConfig& cfg, const ParamLayout& layout, const float* src) {
+std::vector<NamedTensor> to_hf_tensors(const ModelConfig& cfg, const ParamLayout& layout, const float* src,
+                                       HfGpt2Names names) {
+  const bool prefixed = cfg.arch == Arch::gpt2 && names == HfGpt2Names::lm_head_model;
   std::vector<NamedTensor> out;
   for (const auto& m : hf_tensor_map(cfg, layout)) {
     NamedTensor t;
-    t.name = m.hf_name;
+    t.name = prefixed && m.hf_name != "lm_head.weight" ? "transformer." + m.hf_name : m.hf_name;
     t.shape = m.hf_shape;
     t.data.resize(static_cast<size_t>(shape_numel(m.hf_shape)));
     copy_to_hf(m, layout.get(m.tessera_name), src, t.data.data());
@@ -235,7 +251,7 @@ std::vector<NamedTensor> to_hf_tensors(const ModelConfig& cfg, const ParamLayout
 }
 
 Status export_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout,
-                         const float* src) {
+                         const float* src, HfGpt2Names names) {
   const ParamLayout full(cfg);
   TS_RETURN_IF_ERROR(check_layout(cfg, layout, full));
   if (layout.first_layer() != 0 || layout.last_layer() != cfg.n_layer)
@@ -243,7 +259,7 @@ Status export_hf_weights(const std::string& path, const ModelConfig& cfg, const 
                             std::to_string(layout.first_layer()) + ", " + std::to_string(layout.last_layer()) +
                             ") of " + std::to_string(cfg.n_layer) +
                             "; export needs the whole model (gather the pipeline stages first)");
-  return write_safetensors(path, to_hf_tensors(cfg, layout, src), hf_metadata(cfg));
+  return write_safetensors(path, to_hf_tensors(cfg, layout, src, names), hf_metadata(cfg));
 }
 
 std::map<std::string, std::string> hf_metadata(const ModelConfig& cfg) {

@@ -53,15 +53,24 @@ std::vector<HfTensorMap> hf_tensor_map(const ModelConfig& cfg, const ParamLayout
 // rotary inv_freq buffers and a tied model's lm_head.weight of shape (V,C) are ignored. Any other
 // tensor is an error, except those of layers outside a partial (pipeline stage) layout.
 Status import_hf_weights(const SafetensorsFile& file, const ModelConfig& cfg, const ParamLayout& layout, float* dst);
+// `path` is a safetensors file or a Hugging Face model directory (its model.safetensors; its
+// config.json must describe the same model as `cfg`, or the error names the first difference).
 Status import_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout, float* dst);
 
+// How GPT-2 tensors are named: bare (GPT2Model's names, what `tessera export --out` has always
+// written) or with GPT2LMHeadModel's "transformer." prefix. from_pretrained needs the prefix next to
+// an untied lm_head.weight: bare names plus lm_head.weight is a mix it refuses ("state dictionary
+// ... corrupted", transformers 4.40). LLaMA names are the same either way.
+enum class HfGpt2Names { bare, lm_head_model };
+
 // The parameters (or gradients) in `src` (layout offsets) as f32 tensors with HF names and
-// layouts, in layout order.
-std::vector<NamedTensor> to_hf_tensors(const ModelConfig& cfg, const ParamLayout& layout, const float* src);
+// layouts, in layout order. A tied model has no lm_head.weight (HF ties it to the embedding).
+std::vector<NamedTensor> to_hf_tensors(const ModelConfig& cfg, const ParamLayout& layout, const float* src,
+                                       HfGpt2Names names = HfGpt2Names::bare);
 
 // Writes a full-model layout as an HF-named safetensors file with metadata from hf_metadata().
 Status export_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout,
-                         const float* src);
+                         const float* src, HfGpt2Names names = HfGpt2Names::bare);
 
 // {"format": "pt", "tessera.arch": ..., "tessera.vocab_size": ..., ...}: enough to rebuild cfg.
 std::map<std::string, std::string> hf_metadata(const ModelConfig& cfg);

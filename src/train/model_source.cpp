@@ -5,6 +5,7 @@
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/reader.h"
+#include "model/hf_directory.h"
 #include "model/hf_weights.h"
 #include "model/safetensors.h"
 #include "train/train_checkpoint.h"
@@ -45,8 +46,20 @@ Result<LoadedModel> load_model_from_checkpoint(const std::string& path) {
 }
 
 Result<LoadedModel> load_model_from_weights(const std::string& path, const std::string& preset) {
-  TS_ASSIGN_OR_RETURN(SafetensorsFile file, open_safetensors(path));
   LoadedModel lm;
+  if (is_hf_directory(path)) {
+    // config.json says what the model is; a preset must agree with it (import_hf_weights checks).
+    if (preset.empty()) {
+      TS_ASSIGN_OR_RETURN(lm.config, read_hf_directory_config(path));
+    } else {
+      TS_ASSIGN_OR_RETURN(lm.config, model_preset(preset));
+    }
+    lm.store = std::make_unique<ParamStore>(ParamLayout(lm.config));
+    TS_RETURN_IF_ERROR(import_hf_weights(path, lm.config, lm.store->layout(), lm.store->params()));
+    lm.source = path;
+    return lm;
+  }
+  TS_ASSIGN_OR_RETURN(SafetensorsFile file, open_safetensors(path));
   if (!preset.empty()) {
     TS_ASSIGN_OR_RETURN(lm.config, model_preset(preset));
   } else {

@@ -210,7 +210,7 @@ std::vector<SectionSpec> make_schema() {
            {"norm_eps", field(&RC::model, &MC::norm_eps), kOk, {}, "epsilon of LayerNorm / RMSNorm"},
            {"rope_theta", field(&RC::model, &MC::rope_theta), kOk, {}, "llama only"},
            {"tied_embeddings", field(&RC::model, &MC::tied_embeddings), kOk, {}, "lm_head shares wte"},
-           {"init_weights", field(&RC::init_weights), kOk, {}, "HF safetensors to start from; \"\" = random"},
+           {"init_weights", field(&RC::init_weights), kOk, {}, "HF safetensors file or model directory (export --hf) to start from; \"\" = random"},
            {"name", derived(&RC::model, &MC::name), kOk, {}, "the preset's model name"},
            {"num_parameters",
             computed(KeyType::integer, [](const RC& c) { return nlohmann::json(c.model.num_parameters()); }), kOk, {},
