@@ -52,7 +52,7 @@ Runner add_logits(CLI::App& app) {
     if (a->run.empty() && a->weights.empty()) return fail("give --run <dir> or --weights <file or directory>");
     if (a->ids.empty() && a->text.empty()) return fail("give --ids <id,id,...> or --text <string>");
     auto lm = a->run.empty() ? load_model_from_weights(a->weights, a->model) : load_model_from_checkpoint(a->run);
-    if (!lm.ok()) return fail(lm.status().message());
+    if (!lm.ok()) return fail(lm.status());
     const ModelConfig& cfg = lm->config;
     std::vector<uint32_t> tokens;
     if (!a->ids.empty()) {
@@ -61,9 +61,9 @@ Runner add_logits(CLI::App& app) {
       const std::string data = a->data.empty() ? lm->data_dir : a->data;
       if (data.empty()) return fail("--text needs a tokenizer: pass --data <prepared dataset directory>");
       auto m = load_manifest(data);
-      if (!m.ok()) return fail(m.status().message());
+      if (!m.ok()) return fail(m.status());
       auto tok = open_dataset_tokenizer(m.value());
-      if (!tok.ok()) return fail(tok.status().message());
+      if (!tok.ok()) return fail(tok.status());
       tokens = (*tok)->encode(a->text);
       if (tokens.empty()) return fail("--text encodes to no tokens; give a non-empty text");
     }
@@ -85,7 +85,7 @@ Runner add_logits(CLI::App& app) {
     model.forward(window.data(), nullptr);
     Status s = write_safetensors(a->out, std::vector<TensorRef>{{"logits", {T, V}, model.logits()},
                                                                {"tokens", {T}, as_float.data()}});
-    if (!s.ok()) return fail(s.message());
+    if (!s.ok()) return fail(s);
     std::printf("tokens:");
     for (uint32_t id : tokens) std::printf(" %u", id);
     std::printf("\nwrote %s (logits %lld x %lld)\n", a->out.c_str(), (long long)T, (long long)V);

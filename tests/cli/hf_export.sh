@@ -63,4 +63,7 @@ tiny_train from_hf bpe train.steps=1 "${LLAMA[@]}" model.init_weights="$WORK/lla
   fail "training from llama.hf"
 expect_error "init_weights from a directory of another model" "norm_eps|config.json" -- \
   tiny_train bad bpe train.steps=1 "${LLAMA[@]}" model.norm_eps=1e-6 model.init_weights="$WORK/llama.hf" --quiet
+# export --out onto an existing file: refused, nothing changed, unless --force.
+expect_error "export --out onto an existing file" "already exists|--force" -- "$TESSERA" export --run gpt --out gpt.safetensors
+"$TESSERA" export --run gpt --out gpt.safetensors --force >/dev/null || fail "export --out --force"
 echo PASS
