@@ -7,8 +7,8 @@
 #   one_rank  4 ranks under mpirun: SIGTERM to ONE random rank's process at a random step -> every
 #             rank stops after the same step (all heartbeats "preempted" at that step), mpirun exits
 #             75, the checkpoint of that step is complete, --resume ends bitwise equal
-#   launcher  4 ranks under `tessera launch`: SIGTERM to the launcher -> the job stops with a
-#             checkpoint, the launcher exits 75 and logs the attempt "preempted" (no restart); the
+#   launcher  4 ranks under `tessera launch`, asynchronous saves: SIGTERM to the launcher -> the job
+#             stops with a checkpoint (a periodic save in flight finished first), the launcher exits 75 and logs the attempt "preempted" (no restart); the
 #             same command again resumes from that checkpoint and ends bitwise equal
 #   sigint2   1 process: a second SIGINT ends it at once (exit 130, no preempted checkpoint)
 #   preemption_drills.sh <tessera> <data_dir> <work_dir> <drill>...
@@ -22,8 +22,8 @@ common="data.dir=$data train.threads=1 train.steps=12 train.micro_batch=1 train.
         train.checkpoint_interval=3 train.keep_checkpoints=10 train.log_interval=1 parallel.dp=0 train.timeout_s=120"
 # Each step stretched to ~25x its compute on rank 0 (a few tenths of a second): the signal lands mid-run.
 slow=slow:rank=0:step=1:factor=25
-fail() { echo "FAIL: $*"; exit 1; }
-train_args() { echo "train --config $config --quiet $common train.out_dir=$1"; }  # out_dir
+fail() { echo "FAIL: $*" >&2; exit 1; }  # stderr: also from inside $(...)
+train_args() { local out=$1; shift; echo "train --config $config --quiet $common train.out_dir=$out $*"; }  # out_dir overrides...
 export_weights() { "$tessera" export --run "$1" --out "$1.safetensors" >/dev/null; }
 same_weights() {  # run_dir reference_name
   export_weights "$1"
@@ -150,7 +150,7 @@ PY
     at=$((2 + RANDOM % 7))
     launch_args() {
       echo "launch --max-restarts 1 --grace 2 --stop-timeout 120 --heartbeat-timeout 120 --run-dir $out --"
-      echo "$mpi -n 4 $tessera $(train_args "$out")"
+      echo "$mpi -n 4 $tessera $(train_args "$out" train.async_checkpoint=true)"
     }
     # shellcheck disable=SC2046  # env execs tessera: $! is the launcher itself
     env TESSERA_FAULT=$slow "$tessera" $(launch_args) > "$log" 2>&1 &
