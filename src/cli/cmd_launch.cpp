@@ -1,6 +1,7 @@
 // tessera launch [options] -- <mpirun|srun line>: the elastic launcher (launch/launcher.h). Starts
 // the job, watches the ranks' heartbeats, and restarts it from the latest checkpoint when a rank
-// dies or hangs, with as many ranks as the slots file allows.
+// dies or hangs, with as many ranks as the slots file allows; a SIGTERM/SIGINT/SIGUSR1 to it makes
+// the job stop with a checkpoint (exit code 75, preempted).
 #include <memory>
 
 #include "cli/commands.h"
@@ -27,6 +28,10 @@ Runner add_launch(CLI::App& app) {
                 "Seconds a rank may spend in set-up, first heartbeat included (default: --heartbeat-timeout)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--grace", o->grace, "Seconds between SIGTERM and SIGKILL when ending the job (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--stop-timeout", o->stop_timeout,
+                "Seconds the job gets to save a checkpoint and exit after a SIGTERM, SIGINT or SIGUSR1 to the "
+                "launcher, which passes it on (default 300); keep it below the scheduler's warning time")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--slots-file", o->slots_file,
                 "File with the number of usable slots (an integer or an Open MPI hostfile; re-read before "

@@ -1,16 +1,19 @@
 // tessera train --config run.toml [section.key=value ...] [--resume]: one process or an mpirun job.
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "core/exit_codes.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
+#include "core/exit_codes.h"
 #include "core/log.h"
 #include "train/heartbeat_file.h"
+#include "train/preemption.h"
+#include "train/ps_training.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -66,6 +69,11 @@ int run_train(const TrainArgs& a) {
   co.timeout_s = cfg->train.timeout_s;
   auto world = MpiCommunicator::create_world(co);
   if (!world.ok()) return fail_job(world.status());
+  // SIGTERM/SIGINT/SIGUSR1: stop after the current step with a checkpoint. Installed after MPI_Init
+  // (which leaves these signals alone in Open MPI 4.1). Not for the parameter server, whose servers
+  // take no steps to agree at: there a signal ends the process as before.
+  std::optional<PreemptionSignals> stop_signals;
+  if (!is_param_server_run(*cfg)) stop_signals.emplace();
   TrainerOptions opts;
   opts.resume = a.resume == "latest";
   opts.resume_auto = launch.resume_auto || a.resume == "auto";
@@ -76,10 +84,26 @@ int run_train(const TrainArgs& a) {
   opts.stop_after_steps = a.stop_after;
   opts.verify_replicas = a.verify_replicas;
   opts.ranks_per_node = mpi.ranks_on_this_node();
+  if (stop_signals) opts.stop_signal = &stop_signals->received();
   auto summary = run_training(cfg.value(), *world.value(), opts);
   if (!summary.ok()) return fail_job(summary.status());
-  if (a.json && mpi.world_rank() == 0) std::printf("%s\n", summary_json(*summary, *cfg, mpi.world_size()).dump().c_str());
-  return 0;
+  const bool preempted = summary->stop_signal != 0;
+  if (a.json && mpi.world_rank() == 0) {
+    nlohmann::json j = summary_json(*summary, *cfg, mpi.world_size());
+    j["preempted"] = preempted ? nlohmann::json{{"signal", stop_signal_name(summary->stop_signal)},
+                                                {"checkpoint", summary->preempted_checkpoint}}
+                               : nlohmann::json(nullptr);
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+  }
+  if (!preempted) return 0;
+  if (mpi.world_rank() == 0) {
+    // stderr, unbuffered: mpirun may end the other processes as soon as one exits non-zero.
+    std::fprintf(stderr, "stopping after step %lld on %s: checkpoint %s written; resume with --resume (exit code %d)\n",
+                 static_cast<long long>(summary->last_step), stop_signal_name(summary->stop_signal).c_str(),
+                 summary->preempted_checkpoint.c_str(), exit_code(ExitCode::preempted));
+  }
+  return exit_code(ExitCode::preempted);
 }
 }  // namespace
 

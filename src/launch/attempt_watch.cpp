@@ -25,25 +25,38 @@ constexpr double kLauncherReportWait = 5.0;
 // Watches one running attempt until it ends or fails.
 class AttemptWatch {
  public:
-  AttemptWatch(const LaunchOptions& o, JobProcess& job, int attempt, int ranks, const std::string& hb_dir,
-               RestartLog& log, const std::atomic<int>& stop)
-      : o_(o), job_(job), ranks_(ranks), start_(mono_now()), watch_(hb_dir, attempt, start_), log_(log),
-        host_(local_host()), stop_(stop) {}
+  AttemptWatch(const LaunchOptions& o, const JobCommand& command, JobProcess& job, int attempt, int ranks,
+               const std::string& hb_dir, RestartLog& log, const LauncherSignals& signals)
+      : o_(o), command_(command), job_(job), ranks_(ranks), start_(mono_now()), watch_(hb_dir, attempt, start_),
+        log_(log), host_(local_host()), signals_(signals) {}
 
   AttemptOutcome run() {
     AttemptOutcome out;
     std::optional<Failure> failure;
     const double startup = o_.startup_timeout > 0 ? o_.startup_timeout : o_.heartbeat_timeout;
     const int poll_ms = std::max(1, static_cast<int>(o_.poll_interval * 1000));
+    std::optional<double> stop_deadline;  // set once a stop signal was passed on to the job
     while (job_.running()) {
       job_.pump(poll_ms, line_fn());
       refresh();
-      if (stop_) {
-        say("received " + signal_description(stop_.load()) + ": ending the job");
+      if (signals_.end_now) {
+        say("received " + signal_description(signals_.end_now.load()) + ": ending the job now, nothing is saved");
         out.interrupted = true;
         break;
       }
+      if (signals_.first && !stop_deadline) {
+        pass_on_stop(signals_.first.load());
+        stop_deadline = mono_now() + o_.stop_timeout;
+      }
       if (!job_.running()) break;
+      if (stop_deadline) {
+        // The ranks are finishing their step and saving (phase "preempted"): that is no stall, and a
+        // rank that fails meanwhile shows in the job's exit status. Only the deadline counts now.
+        if (mono_now() < *stop_deadline) continue;
+        say("the job did not stop within --stop-timeout " + fmt_s(o_.stop_timeout) + " s of the stop request: ending it");
+        out.interrupted = true;
+        break;
+      }
       failure = failure_while_running(startup);
       if (failure && failure->cause == "died") {
         // The rank may have written "done" (or "failed") and exited since the heartbeats were read.
@@ -70,13 +83,18 @@ class AttemptWatch {
       if (std::optional<Failure> better = blame(false)) failure = better;
     out.wait_status = job_.wait_status();
     if (!failure && !out.interrupted) {
-      failure = failure_after_exit(*out.wait_status);
-      if (failure) {
-        out.detected_wall = wall_now();
-        job_.terminate(0, local_pids());  // ranks that outlived mpirun
+      if (WIFEXITED(*out.wait_status) && WEXITSTATUS(*out.wait_status) == kLaunchPreempted) {
+        out.preempted = true;
+        out.checkpoint = reported_checkpoint();
+      } else {
+        failure = failure_after_exit(*out.wait_status);
+        if (failure) out.detected_wall = wall_now();
       }
+      if (failure || out.preempted) job_.terminate(0, local_pids());  // ranks that outlived mpirun
+      // Asked to stop, it failed instead: say why, but do not restart what the user stopped.
+      if (failure && stop_deadline) out.interrupted = true;
     }
-    out.success = !failure && !out.interrupted;
+    out.success = !failure && !out.interrupted && !out.preempted;
     out.failure = failure;
     out.first_step_wall = first_step_wall_;
     out.last_step = last_step_;
@@ -84,6 +102,30 @@ class AttemptWatch {
   }
 
  private:
+  // mpirun and srun forward SIGUSR1 to every rank (Open MPI 4.1 answers SIGTERM and SIGINT by
+  // killing the ranks a second later, too soon to save); a plain command gets the signal itself.
+  void pass_on_stop(int sig) {
+    const std::string wait = "; waiting up to " + fmt_s(o_.stop_timeout) +
+                             " s for it to save a checkpoint and exit (SIGINT again ends it at once)";
+    if (command_.kind == LauncherKind::other) {
+      job_.signal_group(sig);
+      say("received " + signal_description(sig) + ": passed it on to the job" + wait);
+      return;
+    }
+    const std::string word = std::filesystem::path(command_.argv[command_.launcher_index]).filename().string();
+    const int pid = find_process_named(job_.pid(), word).value_or(job_.pid());
+    ::kill(pid, SIGUSR1);
+    say("received " + signal_description(sig) + ": asking every rank to stop after its current step (SIGUSR1 to " +
+        word + " " + std::to_string(pid) + ", which forwards it to the ranks)" + wait);
+  }
+
+  // Rank 0's last heartbeat of a preempted run names the checkpoint it wrote.
+  std::string reported_checkpoint() const {
+    const auto it = watch_.ranks().find(0);
+    if (it == watch_.ranks().end() || it->second.beat.phase != "preempted") return {};
+    return it->second.beat.message;
+  }
+
   std::function<void(std::string_view)> line_fn() {
     return [this](std::string_view line) {
       if (auto n = parser_.feed(line)) notices_.push_back(*n);
@@ -164,7 +206,8 @@ class AttemptWatch {
   // several can vanish at once when mpirun ends the others, so that is the weakest evidence.
   std::optional<Failure> blame(bool include_vanished) const {
     for (const RankExitNotice& n : notices_) {
-      if (n.exit_code && *n.exit_code == 0) continue;
+      // 0: finished; preempted: stopped with a checkpoint (mpirun reports it like a failure).
+      if (n.exit_code && (*n.exit_code == 0 || *n.exit_code == kLaunchPreempted)) continue;
       Failure f = from_rank(n.rank, n.signal ? "died" : "exited");
       if (f.phase == "failed") f.cause = "failed";
       add_notice_details(f);
@@ -176,7 +219,8 @@ class AttemptWatch {
     if (failed) return from_rank(failed->rank, "failed");
     if (include_vanished)
       for (const auto& [r, p] : watch_.ranks())
-        if (p.beat.phase != "done" && is_local(p.beat) && !process_alive(p.beat.pid)) return from_rank(r, "died");
+        if (p.beat.phase != "done" && p.beat.phase != "preempted" && is_local(p.beat) && !process_alive(p.beat.pid))
+          return from_rank(r, "died");
     return std::nullopt;
   }
 
@@ -218,6 +262,7 @@ class AttemptWatch {
   }
 
   const LaunchOptions& o_;
+  const JobCommand& command_;
   JobProcess& job_;
   int ranks_;
   double start_;
@@ -230,14 +275,15 @@ class AttemptWatch {
   std::map<int, int64_t> start_step_;  // per rank: the step of its first beat after set-up
   std::optional<double> first_step_wall_;
   int64_t last_step_ = -1;
-  const std::atomic<int>& stop_;
+  const LauncherSignals& signals_;
 };
 
 }  // namespace
 
-AttemptOutcome watch_attempt(const LaunchOptions& o, JobProcess& job, int attempt, int ranks,
-                             const std::string& heartbeat_dir, RestartLog& log, const std::atomic<int>& stop_signal) {
-  return AttemptWatch(o, job, attempt, ranks, heartbeat_dir, log, stop_signal).run();
+AttemptOutcome watch_attempt(const LaunchOptions& o, const JobCommand& command, JobProcess& job, int attempt,
+                             int ranks, const std::string& heartbeat_dir, RestartLog& log,
+                             const LauncherSignals& signals) {
+  return AttemptWatch(o, command, job, attempt, ranks, heartbeat_dir, log, signals).run();
 }
 
 }  // namespace tessera::launch

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "launch/command_line.h"
 #include "launch/failure_messages.h"
 #include "launch/heartbeat_watch.h"
 #include "launch/job_process.h"
@@ -14,9 +15,18 @@
 
 namespace tessera::launch {
 
+// What the launcher's signal handler recorded (launcher.cpp): SIGTERM, SIGINT and SIGUSR1 ask the
+// job to stop with a checkpoint; a second SIGINT, or SIGHUP, ends it at once.
+struct LauncherSignals {
+  std::atomic<int> first{0};     // the first signal received (0: none)
+  std::atomic<int> end_now{0};   // a signal that ends the job at once
+};
+
 struct AttemptOutcome {
   bool success = false;
   bool interrupted = false;
+  bool preempted = false;  // the job exited with ExitCode::preempted after saving a checkpoint
+  std::string checkpoint;  // preempted: the checkpoint rank 0 reported (empty when unknown)
   std::optional<Failure> failure;
   std::optional<int> wait_status;
   std::optional<double> detected_wall;
@@ -24,8 +34,11 @@ struct AttemptOutcome {
   int64_t last_step = -1;
 };
 
-// stop_signal: set (to the signal number) by the launcher's SIGINT/SIGTERM/SIGHUP handler.
-AttemptOutcome watch_attempt(const LaunchOptions& o, JobProcess& job, int attempt, int ranks,
-                             const std::string& heartbeat_dir, RestartLog& log, const std::atomic<int>& stop_signal);
+// signals: set by the launcher's handler. A stop signal is passed on to the job (SIGUSR1 to
+// mpirun/srun, which forward it to every rank; the signal itself to a plain command's process group),
+// which then gets o.stop_timeout seconds to exit.
+AttemptOutcome watch_attempt(const LaunchOptions& o, const JobCommand& command, JobProcess& job, int attempt,
+                             int ranks, const std::string& heartbeat_dir, RestartLog& log,
+                             const LauncherSignals& signals);
 
 }  // namespace tessera::launch

@@ -15,7 +15,7 @@
 namespace tessera::launch {
 
 // One rank's heartbeat file: {"rank", "world_size", "host", "pid", "attempt", "step" (last completed
-// step), "phase" (setup|train|checkpoint|done|failed), "time" (unix seconds), "out_dir", "message"}.
+// step), "phase" (setup|train|checkpoint|done|failed|preempted), "time" (unix seconds), "out_dir", "message"}.
 struct Heartbeat {
   int rank = -1;
   int world_size = 0;

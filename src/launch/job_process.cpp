@@ -88,6 +88,20 @@ std::vector<int> process_descendants(int pid) {
   return out;
 }
 
+std::optional<int> find_process_named(int pid, const std::string& basename) {
+  auto named = [&basename](int p) {
+    std::ifstream in("/proc/" + std::to_string(p) + "/cmdline");
+    std::string argv0;
+    std::getline(in, argv0, '\0');
+    const size_t slash = argv0.rfind('/');
+    return (slash == std::string::npos ? argv0 : argv0.substr(slash + 1)) == basename;
+  };
+  if (named(pid)) return pid;
+  for (int p : process_descendants(pid))
+    if (named(p)) return p;
+  return std::nullopt;
+}
+
 double process_cpu_seconds(int pid) {
   const std::vector<std::string> f = stat_fields(pid);
   if (f.size() < 13) return -1;
@@ -208,6 +222,10 @@ void JobProcess::pump(int timeout_ms, const std::function<void(std::string_view)
 void JobProcess::drain(double max_s, const std::function<void(std::string_view)>& on_line) {
   const double end = now_s() + max_s;
   while ((fds_[0] >= 0 || fds_[1] >= 0) && now_s() < end) pump(50, on_line);
+}
+
+void JobProcess::signal_group(int sig) const {
+  if (pid_ > 0 && running()) ::kill(-pid_, sig);
 }
 
 void JobProcess::terminate(double grace_s, const std::vector<int>& extra_pids) {

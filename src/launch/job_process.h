@@ -42,6 +42,9 @@ class JobProcess {
   // Ends the job: SIGTERM to its process group, its descendants and `extra_pids` (ranks known from
   // heartbeats), waits up to grace_s for the job to exit, then SIGKILL to all of them and reaps.
   void terminate(double grace_s, const std::vector<int>& extra_pids);
+  // Sends `sig` to the job's process group only (the job's own processes, not Open MPI's ranks,
+  // which each get a group of their own).
+  void signal_group(int sig) const;
 
  private:
   JobProcess(pid_t pid, int out_fd, int err_fd) : pid_(pid), fds_{out_fd, err_fd} {}
@@ -61,6 +64,9 @@ int wait_status_code(int status);
 bool process_alive(int pid);
 // All descendants of `pid` (children, their children...), from /proc.
 std::vector<int> process_descendants(int pid);
+// `pid` itself or the first of its descendants whose program (argv[0] in /proc/<p>/cmdline) has
+// this basename, e.g. the mpirun under a `timeout 600 mpirun ...` wrapper; nullopt when none.
+std::optional<int> find_process_named(int pid, const std::string& basename);
 // User+system CPU seconds a process has used (from /proc/<pid>/stat), or a negative number.
 double process_cpu_seconds(int pid);
 

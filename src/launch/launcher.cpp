@@ -28,27 +28,33 @@
 namespace tessera::launch {
 namespace {
 
-std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+// What the signal handler records: it can reach only globals (lock-free atomics).
+LauncherSignals g_signals;
+extern "C" void on_signal(int sig) {
+  if (sig == SIGHUP || (sig == SIGINT && g_signals.first != 0)) g_signals.end_now = sig;
+  else if (g_signals.first == 0) g_signals.first = sig;
+}
 
-// SIGINT/SIGTERM/SIGHUP to the launcher end the job cleanly (it runs in its own process group, so
-// a Ctrl-C in the terminal reaches only the launcher); the previous handlers come back afterwards.
+// SIGTERM/SIGINT/SIGUSR1 to the launcher ask the job to stop with a checkpoint; a second SIGINT or a
+// SIGHUP ends it at once (it runs in its own process group, so a Ctrl-C in the terminal reaches
+// only the launcher). The previous handlers come back afterwards.
 class StopSignals {
  public:
   StopSignals() {
-    g_stop_signal = 0;
+    g_signals.first = 0;
+    g_signals.end_now = 0;
     struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+    for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
   }
   ~StopSignals() {
-    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
   }
 
  private:
-  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction old_[3];
+  static constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
+  struct sigaction old_[4];
 };
 
 // The rank count for the next start: the slots file (capped by max_ranks), else the command's own
@@ -80,7 +86,7 @@ Result<int> choose_ranks(const LaunchOptions& o, std::optional<int> command_rank
       return slots.status();
     }
     told = true;
-    if (g_stop_signal) return invalid_argument("interrupted while waiting for slots");
+    if (g_signals.first || g_signals.end_now) return invalid_argument("interrupted while waiting for slots");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }
@@ -207,7 +213,7 @@ int run_launch(const LaunchOptions& o) {
       code = kLaunchSetupError;
       break;
     }
-    const AttemptOutcome out = watch_attempt(o, *job, attempt, rec.ranks, hb_dir, log, g_stop_signal);
+    const AttemptOutcome out = watch_attempt(o, job_cmd, *job, attempt, rec.ranks, hb_dir, log, g_signals);
     rec.end_time = wall_now();
     rec.exit_status = out.wait_status ? wait_status_text(*out.wait_status) : "";
     if (out.wait_status) rec.exit_code = wait_status_code(*out.wait_status);
@@ -221,8 +227,9 @@ int run_launch(const LaunchOptions& o) {
       say("attempt " + std::to_string(attempt) + ": first step completed " + fmt_s(*rec.recovery_s) +
           " s after the failure of attempt " + std::to_string(attempt - 1) + " was detected");
     }
-    rec.outcome = out.success ? "done" : out.interrupted ? "interrupted" : "failed";
-    rec.will_restart = !out.success && !out.interrupted && attempt < o.max_restarts;
+    rec.outcome = out.success ? "done" : out.preempted ? "preempted" : out.interrupted ? "interrupted" : "failed";
+    rec.checkpoint = out.checkpoint;
+    rec.will_restart = rec.outcome == "failed" && attempt < o.max_restarts;
     (void)log.append(rec);
     records.push_back(rec);
     const std::string took = fmt_s(rec.end_time - rec.start_time) + " s";
@@ -232,7 +239,17 @@ int run_launch(const LaunchOptions& o) {
       code = kLaunchDone;
       break;
     }
+    if (out.preempted) {
+      // Not a failure: the job did what it was asked. The same command resumes (TESSERA_RESUME=auto).
+      say("preempted at step " + std::to_string(out.last_step) + "; checkpoint " +
+          (out.checkpoint.empty() ? std::string("of that step") : out.checkpoint) +
+          " saved; run the same command again to resume");
+      code = kLaunchPreempted;
+      break;
+    }
     if (out.interrupted) {
+      if (out.failure) say("attempt " + std::to_string(attempt) + " ended while stopping (" + rec.exit_status +
+                           "): " + describe_failure(*out.failure));
       code = kLaunchInterrupted;
       break;
     }

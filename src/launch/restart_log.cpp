@@ -80,6 +80,7 @@ std::string attempt_record_json(const AttemptRecord& r) {
                             {"start_time", r.start_time},
                             {"end_time", r.end_time},
                             {"outcome", r.outcome},
+                            {"checkpoint", r.checkpoint.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.checkpoint)},
                             {"exit_status", r.exit_status},
                             {"exit_code", or_null(r.exit_code)},
                             {"last_step", r.last_step},

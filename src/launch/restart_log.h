@@ -38,7 +38,8 @@ struct AttemptRecord {
   std::string command;
   double start_time = 0;  // unix seconds
   double end_time = 0;
-  std::string outcome;  // done | failed | interrupted | not_started
+  std::string outcome;  // done | failed | preempted | interrupted | not_started
+  std::string checkpoint;  // preempted: the checkpoint the job saved (empty when unknown)
   std::string exit_status;  // "exit code 1", "signal 15, SIGTERM"
   std::optional<int> exit_code;
   std::optional<Failure> failure;

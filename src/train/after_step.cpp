@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "train/local_sgd_checkpoint.h"
+#include "train/preemption.h"
 #include "train/progress.h"
 #include "train/straggler_report.h"
 #include "train/ps_training.h"
@@ -104,7 +105,8 @@ Status save_checkpoint(TrainingRun& run, bool last) {
   const RunConfig& cfg = run.cfg;
   const int64_t step = run.state.step;
   TimelineSpan span(run.timeline, "checkpoint", "io");
-  run.heartbeat.beat("checkpoint", step);
+  // A preempted rank keeps saying so while it saves: the launcher then knows why it stops.
+  if (!run.summary.stop_signal) run.heartbeat.beat("checkpoint", step);
   const double t0 = Timeline::now_s();
   std::vector<CheckpointChunk> chunks;
   for (const OwnedState& o : run.sync->owned_state()) {
@@ -144,6 +146,23 @@ Status save_checkpoint(TrainingRun& run, bool last) {
 }
 
 
+namespace {
+// Every rank agreed to stop after this step on `stop_signal`: a complete checkpoint of it (an
+// asynchronous save in flight is finished first), a "preempted" event, and the run ends.
+Result<bool> stop_preempted(TrainingRun& run, int stop_signal) {
+  const int64_t step = run.state.step;
+  run.summary.stop_signal = stop_signal;
+  run.summary.preempted_checkpoint = checkpoint::checkpoint_target(run.cfg.train.out_dir, step).final_dir();
+  run.heartbeat.beat("preempted", step, "saving the checkpoint of step " + std::to_string(step));
+  TS_RETURN_IF_ERROR(save_checkpoint(run, /*last=*/true));
+  if (run.lead)
+    TS_RETURN_IF_ERROR(run.metrics->write({{"event", "preempted"},
+                                           {"step", step},
+                                           {"signal", stop_signal_name(stop_signal)},
+                                           {"checkpoint", run.summary.preempted_checkpoint}}));
+  return true;
+}
+}  // namespace
 
 Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start) {
   const RunConfig& cfg = run.cfg;
@@ -176,14 +195,17 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
              std::to_string(run.scaler->scale()));
   TS_RETURN_IF_ERROR(log_step(run, r, lr, dt, split));
 
-  const bool last = run.state.step == cfg.train.steps ||
-                    (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);
-  if (run.val_loader && (run.state.step % cfg.train.eval_interval == 0 || last))
+  const bool planned_last = run.state.step == cfg.train.steps ||
+                            (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);
+  if (run.val_loader && (run.state.step % cfg.train.eval_interval == 0 || planned_last))
     TS_RETURN_IF_ERROR(evaluate_and_log(run));
+  // After the evaluation, so a signal that arrived during it still stops the run at this step.
+  TS_ASSIGN_OR_RETURN(const int stop_signal, agree_on_stop_signal(run.world, run.opts.stop_signal));
+  if (stop_signal && !planned_last) return stop_preempted(run, stop_signal);
   const bool periodic = cfg.train.checkpoint_interval > 0 && run.state.step % cfg.train.checkpoint_interval == 0;
-  if (periodic || last) TS_RETURN_IF_ERROR(save_checkpoint(run, last));
+  if (periodic || planned_last) TS_RETURN_IF_ERROR(save_checkpoint(run, planned_last));
   run.heartbeat.beat("train", run.state.step);
-  return last;
+  return planned_last;
 }
 
 Status save_run_checkpoint(TrainingRun& run, bool last) { return save_checkpoint(run, last); }
@@ -224,7 +246,9 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     if (run.lead) TS_RETURN_IF_ERROR(Timeline::merge(run.opts.trace_path, run.world.size()));
   }
   TS_RETURN_IF_ERROR(run.async_saver.wait());  // a save in flight must be complete before the run ends
-  run.heartbeat.beat("done", run.state.step);
+  // "preempted" carries the checkpoint, which the launcher names in its message.
+  if (s.stop_signal) run.heartbeat.beat("preempted", run.state.step, s.preempted_checkpoint);
+  else run.heartbeat.beat("done", run.state.step);
   run.finished_ok = true;
   return s;
 }

@@ -20,7 +20,8 @@ class HeartbeatFile {
  public:
   // Disabled (every beat a no-op) when TESSERA_HEARTBEAT_DIR is unset or empty. attempt: LaunchEnvironment.
   static HeartbeatFile from_env(int rank, int world_size, std::string out_dir, int attempt);
-  // phase: "setup", "train", "checkpoint", "done" or "failed" (with the error as message).
+  // phase: "setup", "train", "checkpoint", "done", "failed" (with the error as message) or
+  // "preempted" (a stop signal: saving the step's checkpoint; once written, its path as message).
   // step < 0: unknown; the step of the rank's last beat is kept.
   // Failures to write are logged once and otherwise ignored: heartbeats must never stop training.
   void beat(std::string_view phase, int64_t step, std::string_view message = {});

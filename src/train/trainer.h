@@ -3,6 +3,7 @@
 // world of one; under mpirun every rank runs the same trainer on its slice of each global batch.
 // The pieces: training_run.h (set-up and per-step bookkeeping), train_step.h (the step itself).
 #pragma once
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,9 @@ struct TrainerOptions {
   int64_t stop_after_steps = -1;  // stop (with a checkpoint) after this many steps of this invocation
   bool verify_replicas = false;   // after every step, check that all dp replicas hold bitwise-equal parameters
   int ranks_per_node = 1;         // ranks sharing this machine's cores (MpiRuntime::ranks_on_this_node)
+  // PreemptionSignals::received() (train/preemption.h): a stop signal makes every rank stop after the
+  // same step with a checkpoint of it. Null (on every rank): signals are not watched.
+  const volatile std::sig_atomic_t* stop_signal = nullptr;
 };
 
 struct TrainSummary {
@@ -36,6 +40,8 @@ struct TrainSummary {
   double tokens_per_s = 0;      // mean over this invocation's steps (excluding the first)
   double loader_wait_fraction = 0;  // loader wait time / step time
   double exposed_comm_fraction = 0;  // dp wait not hidden behind backward / step time
+  int stop_signal = 0;               // preempted: the signal that stopped the run early (0: not preempted)
+  std::string preempted_checkpoint;  // preempted: the checkpoint of the last step, complete
 };
 
 // world: the communicator of all ranks (a world of one without mpirun).

@@ -106,7 +106,8 @@ struct StepStart {
 StepStart start_step_clock(const TrainingRun& run);
 
 // After a step: checks, state, timing, metrics and progress, evaluation, checkpoint cadence.
-// Returns true when the run must stop (last step, or --stop-after reached).
+// Returns true when the run must stop: last step, --stop-after reached, or a stop signal (preemption.h;
+// then with a checkpoint of this step and summary.stop_signal set).
 Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start);
 
 // A checkpoint of run.state, as after_step takes it (synchronous or train.async_checkpoint; last:

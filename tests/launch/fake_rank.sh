@@ -2,14 +2,16 @@
 # One rank of a fake training job for the launcher's tests: writes the trainer's heartbeat files
 # (TESSERA_HEARTBEAT_DIR/rank_<r>.json), meets the other ranks at a spinning barrier before every
 # step (as ranks meet in a collective), "checkpoints" its step to <out>/ckpt every 2 steps, resumes
-# from it when TESSERA_RESUME=auto, and obeys TESSERA_FAULT like the trainer: crash|hang|fail:rank=R:step=S
-# [:attempt=K] (attempt 0 unless given). crash also writes $FAKE_SLOTS_ON_CRASH to $FAKE_SLOTS_FILE
+# from it when TESSERA_RESUME=auto, and obeys TESSERA_FAULT like the trainer: crash|hang|fail|preempt:rank=R:step=S
+# [:attempt=K] (attempt 0 unless given); SIGUSR1 makes it stop after its current step with a
+# checkpoint, beat "preempted" and exit 75, like the trainer. crash also writes $FAKE_SLOTS_ON_CRASH to $FAKE_SLOTS_FILE
 # first (a node going away). Usage: fake_rank.sh <out_dir> <steps>
 out=$1
 steps=$2
 rank=${FAKE_RANK:-${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}}
 world=${FAKE_WORLD:-${OMPI_COMM_WORLD_SIZE:-${SLURM_NTASKS:-1}}}
 attempt=${TESSERA_LAUNCH_ATTEMPT:-0}
+job=${FAKE_JOB:-$attempt}  # one job of fake_mpirun.sh
 hb=${TESSERA_HEARTBEAT_DIR:?the launcher sets TESSERA_HEARTBEAT_DIR}
 mkdir -p "$out"
 
@@ -39,6 +41,7 @@ barrier() {  # spin (builtins only, like MPI's busy polling) until every rank re
   local r v
   for ((r = 0; r < world; r++)); do
     while :; do
+      [[ -f $out/stop_$job ]] && return 1  # a peer stopped (preempted): stop too
       v=-1
       [[ -f $out/barrier_${attempt}_$r ]] && read -r v < "$out/barrier_${attempt}_$r"
       [[ ${v:--1} -ge $1 ]] && break
@@ -46,6 +49,14 @@ barrier() {  # spin (builtins only, like MPI's busy polling) until every rank re
   done
 }
 
+stop=0
+trap 'stop=1' USR1
+stop_now() {  # last completed step: checkpoint it, say "preempted", exit 75
+  touch "$out/stop_$job"
+  [[ $rank == 0 ]] && echo "$1" > "$out/ckpt.tmp" && mv "$out/ckpt.tmp" "$out/ckpt"
+  beat preempted "$1" "$out/ckpt"
+  exit 75
+}
 start=0
 [[ $TESSERA_RESUME == auto && -f $out/ckpt ]] && read -r start < "$out/ckpt"
 beat setup 0
@@ -56,16 +67,18 @@ for ((step = start + 1; step <= steps; step++)); do
     kill -9 $$
   fi
   fault_at hang "$step" && sleep 1000
+  fault_at preempt "$step" && stop=1  # as if signalled directly (Slurm to the ranks)
   if fault_at fail "$step"; then
     beat failed $((step - 1)) "injected failure"
     exit 3
   fi
-  barrier "$step"
+  barrier "$step" || stop_now $((step - 1))
   sleep 0.05
   if [[ $rank == 0 && $((step % 2)) == 0 ]]; then
     beat checkpoint "$step"
     echo "$step" > "$out/ckpt.tmp" && mv "$out/ckpt.tmp" "$out/ckpt"
   fi
   beat train "$step"
+  [[ $stop == 1 ]] && stop_now "$step"
 done
 beat done "$steps"

@@ -1,6 +1,6 @@
 // The launcher's process control against fake jobs (fake_mpirun.sh + fake_rank.sh, which write
 // heartbeat files like the trainer): a crashed rank, a hung rank, a lost slot, restarts running out,
-// a rank reporting failure, a plain command, and a real `mpirun` when one is installed.
+// a rank reporting failure, a preempted job, a plain command, and a real `mpirun` when one is installed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -183,6 +183,24 @@ TEST_F(LaunchJob, RankReportedFailureCarriesItsMessage) {
   EXPECT_EQ(r[0]["failure"]["cause"], "failed");
   EXPECT_EQ(r[0]["failure"]["rank"], 1);
   EXPECT_NE(r[0]["failure"]["description"].get<std::string>().find("injected failure"), std::string::npos);
+}
+
+// Ranks signalled directly (not through the launcher) stop with a checkpoint and exit 75: the
+// attempt is "preempted", not a failure, not restarted, and the launcher exits 75 too.
+TEST_F(LaunchJob, JobThatExitsPreemptedIsNotRestarted) {
+  ::setenv("TESSERA_FAULT", "preempt:rank=0:step=2", 1);
+  LaunchOptions o = options(2, 6);
+  EXPECT_EQ(launch(o), kLaunchPreempted);
+  EXPECT_NE(err_.find("preempted at step "), std::string::npos) << err_;
+  EXPECT_NE(err_.find("checkpoint " + run_dir_ + "/ckpt saved; run the same command again to resume"),
+            std::string::npos) << err_;
+  const auto r = records();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["outcome"], "preempted");
+  EXPECT_EQ(r[0]["exit_code"], 75);
+  EXPECT_EQ(r[0]["failure"], nullptr);
+  EXPECT_EQ(r[0]["will_restart"], false);
+  EXPECT_EQ(r[0]["checkpoint"], run_dir_ + "/ckpt");
 }
 
 TEST_F(LaunchJob, PlainCommandLearnsTheRunDirFromTheHeartbeat) {

@@ -1,0 +1,62 @@
+// Stop signals (see preemption.h): the handler and the per-step agreement between ranks.
+#include "train/preemption.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+
+namespace tessera {
+namespace {
+
+// The one piece of global state: a signal handler can reach nothing else.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+constexpr int kStopSignals[3] = {SIGTERM, SIGINT, SIGUSR1};
+
+extern "C" void on_stop_signal(int sig) {
+  if (sig == SIGINT && g_stop_signal != 0) {
+    // Only async-signal-safe calls here: write(2) and _exit.
+    static const char msg[] = "\nerror: second SIGINT: exiting now without saving a checkpoint (exit code 130)\n";
+    (void)!::write(2, msg, sizeof msg - 1);
+    ::_exit(130);
+  }
+  if (g_stop_signal == 0) g_stop_signal = sig;
+}
+
+}  // namespace
+
+PreemptionSignals::PreemptionSignals() {
+  g_stop_signal = 0;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // file writes and MPI's polls go on as if nothing happened
+  for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &sa, &previous_[i]);
+}
+
+PreemptionSignals::~PreemptionSignals() {
+  for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &previous_[i], nullptr);
+}
+
+const volatile std::sig_atomic_t& PreemptionSignals::received() const { return g_stop_signal; }
+
+Result<int> agree_on_stop_signal(Communicator& world, const volatile std::sig_atomic_t* received) {
+  if (!received) return 0;
+  int32_t sig = static_cast<int32_t>(*received);
+  if (world.size() == 1) return static_cast<int>(sig);
+  TS_RETURN_IF_ERROR(world.all_reduce(&sig, &sig, 1, DType::i32, ReduceOp::max));
+  return static_cast<int>(sig);
+}
+
+std::string stop_signal_name(int signal) {
+  switch (signal) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "signal " + std::to_string(signal);
+  }
+}
+
+}  // namespace tessera
