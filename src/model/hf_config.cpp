@@ -38,37 +38,23 @@ struct Reader {
   Status bad(const std::string& key, const std::string& what) {
     return invalid_argument(where + ": '" + key + "' " + what);
   }
-  int64_t integer(const std::string& k, int64_t def) {
+  // Key k as a T when `is` says its JSON value has the type (`what` names it in the error).
+  template <typename T>
+  T typed(const std::string& k, T def, bool (json::*is)() const noexcept, const char* what) {
     if (!j.contains(k) || j[k].is_null()) return def;
-    if (!j[k].is_number_integer()) {
-      if (status.ok()) status = bad(k, "must be an integer, got " + j[k].dump());
+    if (!(j[k].*is)()) {
+      if (status.ok()) status = bad(k, std::string("must be ") + what + ", got " + j[k].dump());
       return def;
     }
-    return j[k].get<int64_t>();
+    return j[k].get<T>();
   }
+  int64_t integer(const std::string& k, int64_t def) { return typed(k, def, &json::is_number_integer, "an integer"); }
   float number(const std::string& k, double def) {
-    if (!j.contains(k) || j[k].is_null()) return static_cast<float>(def);
-    if (!j[k].is_number()) {
-      if (status.ok()) status = bad(k, "must be a number, got " + j[k].dump());
-      return static_cast<float>(def);
-    }
-    return static_cast<float>(j[k].get<double>());
+    return static_cast<float>(typed(k, def, &json::is_number, "a number"));
   }
-  bool boolean(const std::string& k, bool def) {
-    if (!j.contains(k) || j[k].is_null()) return def;
-    if (!j[k].is_boolean()) {
-      if (status.ok()) status = bad(k, "must be true or false, got " + j[k].dump());
-      return def;
-    }
-    return j[k].get<bool>();
-  }
+  bool boolean(const std::string& k, bool def) { return typed(k, def, &json::is_boolean, "true or false"); }
   std::string text(const std::string& k, const std::string& def) {
-    if (!j.contains(k) || j[k].is_null()) return def;
-    if (!j[k].is_string()) {
-      if (status.ok()) status = bad(k, "must be a string, got " + j[k].dump());
-      return def;
-    }
-    return j[k].get<std::string>();
+    return typed(k, def, &json::is_string, "a string");
   }
   // A setting Tessera's model does not compute: the message says which value it needs.
   void require(bool ok, const std::string& k, const std::string& need) {

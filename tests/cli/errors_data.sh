@@ -27,6 +27,18 @@ cp -r ds badmanifest && printf '{"format": "tessera-token-dataset", "shards": ['
 expect_error "broken manifest" "badmanifest" -- tiny_train run badmanifest train.steps=2
 [[ ! -e run ]] || fail "a refused run created its out_dir"
 
+# A validation split without one full evaluation batch (about 39 windows of 33 tokens, 64 asked):
+# refused before training, never a validation loss of 0.0 (nothing written: expect_error checks).
+expect_error "validation split smaller than one batch" "validation split|eval_interval = 0" -- \
+  tiny_train run ds train.steps=2 train.eval_interval=1 train.micro_batch=64 train.batch_tokens=2048
+
+# Exit codes by kind (docs/usage.md#exit-codes): usage 2, config 4, data 5.
+exit_code_of() { local rc=0; "$@" >/dev/null 2>&1 || rc=$?; echo $rc; }
+[[ $(exit_code_of "$TESSERA" train --config no_such.toml) -eq 2 ]] || fail "a missing --config file must exit 2"
+[[ $(exit_code_of "$TESSERA" train --config "$CONFIG" --no-such-flag) -eq 2 ]] || fail "an unknown flag must exit 2"
+[[ $(exit_code_of tiny_train run ds train.steps=0) -eq 4 ]] || fail "a bad setting must exit 4"
+[[ $(exit_code_of tiny_train run no_such_dataset train.steps=2) -eq 5 ]] || fail "a missing dataset must exit 5"
+
 # A dataset whose vocabulary exceeds the model's.
 make_text big.txt 200 2
 "$TESSERA" prepare big.txt --out bpe --tokenizer bpe --vocab-size 300 --val-fraction 0.1 >/dev/null 2>&1 ||

@@ -69,9 +69,15 @@ def make_sandbox(root, tessera, src, data):
     os.makedirs(root)
     for d in ("configs", "scripts", "bench", "tools"):
         os.symlink(os.path.join(src, d), os.path.join(root, d))
+    # build/ mirrors the real build directory (cmake --install and cpack work in it), except that
+    # build/src/cli/tessera is the wrapper below.
     real_build = os.path.dirname(os.path.dirname(os.path.dirname(tessera)))  # <build>/src/cli/tessera
-    os.makedirs(os.path.join(root, "build/src/cli"))
-    os.symlink(os.path.join(real_build, "bench"), os.path.join(root, "build/bench"))
+    for sub in ("", "src", "src/cli"):
+        os.makedirs(os.path.join(root, "build", sub), exist_ok=True)
+        for entry in os.listdir(os.path.join(real_build, sub)):
+            if (sub, entry) in (("", "src"), ("src", "cli"), ("src/cli", "tessera")):
+                continue
+            os.symlink(os.path.join(real_build, sub, entry), os.path.join(root, "build", sub, entry))
     bin_dir = os.path.join(root, ".bin")
     os.makedirs(bin_dir)
     # The trainer's step cap goes last, so it wins over the example's own train.steps: the tiny

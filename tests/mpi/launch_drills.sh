@@ -21,11 +21,11 @@
 set -euo pipefail
 tessera=$1; data=$2; work=$3; shift 3
 here=$(dirname "$0")
+source "$here/drill_lib.sh"
 config=$here/../../tests/configs/tiny.toml
 mpirun=${MPIEXEC:-mpiexec}
 common="data.dir=$data train.threads=1 train.steps=12 train.micro_batch=1 train.batch_tokens=768 train.eval_interval=0
         train.checkpoint_interval=3 train.keep_checkpoints=10 parallel.dp=0"
-fail() { echo "FAIL: $*"; exit 1; }
 train_cmd() {  # np out_dir overrides...
   local np=$1 out=$2; shift 2
   echo "$mpirun --allow-run-as-root --oversubscribe -n $np $tessera train --config $config --quiet $common train.out_dir=$out $*"
@@ -39,16 +39,6 @@ launch() {  # log out_dir launcher-options -- np overrides...
   # shellcheck disable=SC2046  # the command line is split into words on purpose
   "$tessera" launch --max-restarts 2 --grace 2 --run-dir "$out" "${opts[@]}" -- $(train_cmd "$np" "$out" "$@") \
     > "$log" 2>&1 || { cat "$log"; fail "tessera launch failed (log above)"; }
-}
-export_weights() { "$tessera" export --run "$1" --out "$1.safetensors" >/dev/null; }
-same_weights() {  # run_dir: bitwise equal to the reference
-  export_weights "$1"
-  /usr/bin/python3 "$here/compare_safetensors.py" --tolerance 0 "$work/reference.safetensors" "$1.safetensors" \
-    || fail "$1 does not end bitwise equal to the uninterrupted run"
-}
-expect() {  # log pattern...
-  local log=$1; shift
-  for p in "$@"; do grep -q -- "$p" "$log" || { cat "$log"; fail "expected '$p' in $log"; }; done
 }
 rm -rf "$work"; mkdir -p "$work"
 # shellcheck disable=SC2046

@@ -15,25 +15,15 @@
 set -euo pipefail
 tessera=$1; data=$2; work=$3; shift 3
 here=$(dirname "$0")
-config=$here/../../configs/tiny.toml
+source "$here/drill_lib.sh"
+config=$here/../../tests/configs/tiny.toml
 mpirun=${MPIEXEC:-mpiexec}
 mpi="$mpirun --allow-run-as-root --oversubscribe"
 common="data.dir=$data train.threads=1 train.steps=12 train.micro_batch=1 train.batch_tokens=768 train.eval_interval=0
         train.checkpoint_interval=3 train.keep_checkpoints=10 train.log_interval=1 parallel.dp=0 train.timeout_s=120"
 # Each step stretched to ~25x its compute on rank 0 (a few tenths of a second): the signal lands mid-run.
 slow=slow:rank=0:step=1:factor=25
-fail() { echo "FAIL: $*" >&2; exit 1; }  # stderr: also from inside $(...)
 train_args() { local out=$1; shift; echo "train --config $config --quiet $common train.out_dir=$out $*"; }  # out_dir overrides...
-export_weights() { "$tessera" export --run "$1" --out "$1.safetensors" >/dev/null; }
-same_weights() {  # run_dir reference_name
-  export_weights "$1"
-  /usr/bin/python3 "$here/compare_safetensors.py" --tolerance 0 "$work/$2.safetensors" "$1.safetensors" \
-    || fail "$1 does not end bitwise equal to the uninterrupted run"
-}
-expect() {  # log pattern...
-  local log=$1; shift
-  for p in "$@"; do grep -q -- "$p" "$log" || { cat "$log"; fail "expected '$p' in $log"; }; done
-}
 logged_step() {  # metrics.jsonl -> the last step with a logged loss (0: none yet)
   /usr/bin/python3 - "$1" <<'PY' 2>/dev/null || echo 0
 import json, sys
