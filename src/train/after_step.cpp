@@ -234,9 +234,9 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     mp_traffic = buf;
   }
   if (run.lead && !run.opts.json_summary && c.timed_steps > 0)
-    std::printf("done: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%, "
+    std::printf("%s: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%, "
                 "data-parallel traffic %.2f MiB/step per rank (ring model)%s\n",
-                (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
+                s.stop_signal ? "stopped early (preempted)" : "done", (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
                 100 * s.exposed_comm_fraction, mib_per_step(run.grid->dp(), c.dp_traffic_at_start),
                 mp_traffic.c_str());
   TS_RETURN_IF_ERROR(report_stragglers(run));

@@ -108,7 +108,8 @@ for drill in "$@"; do
     step=$(preempted_step "$out")
     [ "$step" -ge "$at" ] && [ "$step" -lt 12 ] || fail "stopped after step $step; the signal came after step $at"
     dir=$(check_checkpoint "$out" "$step")
-    expect "$log" "stopping after step $step on SIGTERM: checkpoint $dir written; resume with --resume (exit code 75)"
+    expect "$log" "stopping after step $step on SIGTERM: checkpoint $dir written; resume with --resume (exit code 75)" \
+      "^stopped early (preempted): $step steps"
     echo "SIGTERM once step $at was logged: stopped after step $step with $dir"
     resume_to_end "$out" 1 "$step" ref1 ;;
   one_rank)
