@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
+#include "cli/model_source_options.h"
 #include "data/loader.h"
 #include "data/manifest.h"
 #include "model/transformer.h"
@@ -18,17 +19,15 @@ namespace tessera::cli {
 
 Runner add_eval(CLI::App& app) {
   struct Args {
-    std::string run, weights, model, data, split = "val", shard;
+    ModelSourceArgs source;
+    std::string data, split = "val", shard;
     int64_t batches = 0, batch = 4, seq = 0;
     int threads = 0;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("eval", "Loss and perplexity of a model on a dataset split");
-  auto* run = c->add_option("--run", a->run, "Run directory (latest checkpoint) or checkpoint directory");
-  auto* w = c->add_option("--weights", a->weights, "safetensors weights file instead of a checkpoint");
-  run->excludes(w);
-  c->add_option("--model", a->model, "Model preset for a weights file without Tessera metadata");
+  add_model_source_options(c, a->source);
   c->add_option("--data", a->data, "Prepared dataset directory (default: the one the run trained on)");
   c->add_option("--split", a->split, "train | val")->capture_default_str();
   c->add_option("--shard", a->shard, "Evaluate on this token shard file instead of a dataset split")
@@ -40,8 +39,7 @@ Runner add_eval(CLI::App& app) {
   c->add_flag("--json", a->json, "Print the result as one JSON object on stdout");
   return [a] {
     if (a->threads > 0) omp_set_num_threads(a->threads);
-    if (a->run.empty() && a->weights.empty()) return fail("give --run <dir> or --weights <file.safetensors>");
-    auto lm = a->run.empty() ? load_model_from_weights(a->weights, a->model) : load_model_from_checkpoint(a->run);
+    auto lm = load_model_source(a->source);
     if (!lm.ok()) return fail(lm.status());
     const int64_t T = a->seq > 0 ? a->seq : lm->config.max_seq_len;
     if (T > lm->config.max_seq_len) return fail("--seq exceeds the model's max_seq_len");

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli/commands.h"
+#include "cli/model_source_options.h"
 #include "data/manifest.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
@@ -32,15 +33,13 @@ bool parse_ids(const std::string& s, std::vector<uint32_t>* ids) {
 
 Runner add_logits(CLI::App& app) {
   struct Args {
-    std::string run, weights, model, data, ids, text, out;
+    ModelSourceArgs source;
+    std::string data, ids, text, out;
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("logits", "Write the model's logits for token ids or a text (safetensors)");
-  auto* run = c->add_option("--run", a->run, "Run directory (latest checkpoint) or checkpoint directory");
-  auto* w = c->add_option("--weights", a->weights, "safetensors file or Hugging Face directory instead of a checkpoint");
-  run->excludes(w);
-  c->add_option("--model", a->model, "Model preset for a weights file without Tessera metadata");
+  add_model_source_options(c, a->source);
   auto* ids = c->add_option("--ids", a->ids, "Token ids, e.g. 3,1,4");
   auto* text = c->add_option("--text", a->text, "Text to encode with the dataset's tokenizer");
   ids->excludes(text);
@@ -49,9 +48,8 @@ Runner add_logits(CLI::App& app) {
   c->add_option("--threads", a->threads, "Threads (0 = all cores)")->check(CLI::Range(0, 4096));
   return [a] {
     if (a->threads > 0) omp_set_num_threads(a->threads);
-    if (a->run.empty() && a->weights.empty()) return fail("give --run <dir> or --weights <file or directory>");
     if (a->ids.empty() && a->text.empty()) return fail("give --ids <id,id,...> or --text <string>");
-    auto lm = a->run.empty() ? load_model_from_weights(a->weights, a->model) : load_model_from_checkpoint(a->run);
+    auto lm = load_model_source(a->source);
     if (!lm.ok()) return fail(lm.status());
     const ModelConfig& cfg = lm->config;
     std::vector<uint32_t> tokens;

@@ -72,13 +72,13 @@ std::string chunks_of(const RankMemoryPlan& r) {
 }
 
 int run_plan(const PlanArgs& a) {
-  auto cfg = load_run_config(resolve_config_path(a.config), a.overrides);
+  auto cfg = load_run_config(a.config, a.overrides);
   if (!cfg.ok()) return fail(cfg.status());
   int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
   if (world == 0 && a.ranks <= 0) {  // parallel.dp = 0 fills the job: without --ranks, plan one replica
     const bool ps = cfg->parallel.mode == "ps";
     world = ps ? cfg->ps.servers + 1 : cfg->parallel.tp * cfg->parallel.pp;
-    cfg = load_run_config_for_world(resolve_config_path(a.config), a.overrides, world);
+    cfg = load_run_config_for_world(a.config, a.overrides, world);
     if (!cfg.ok()) return fail(cfg.status());
     if (!a.json)
       std::printf("parallel.dp = 0 fills the job: planning for %d rank%s (one data-parallel replica); pass --ranks N "
@@ -92,7 +92,7 @@ int run_plan(const PlanArgs& a) {
     // The same as `parallel.dp=N/(tp*pp)` on the command line (train.batch_tokens re-derived if not set).
     std::vector<std::string> o = a.overrides;
     o.push_back("parallel.dp=" + std::to_string(a.ranks / mp));
-    cfg = load_run_config(resolve_config_path(a.config), o);
+    cfg = load_run_config(a.config, o);
     if (!cfg.ok()) return fail(cfg.status());
     world = a.ranks;
     if (!a.json) std::printf("--ranks %d: parallel.dp = %d\n", a.ranks, a.ranks / mp);
@@ -172,7 +172,7 @@ Runner add_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* c = app.add_subcommand(
       "plan", "Predict every rank's peak memory for a run config, without building the model or reading data");
-  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->check(existing_config());
+  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->transform(existing_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. parallel.zero=2");
   c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp; else dp = N / (tp x pp))")
       ->check(CLI::PositiveNumber);

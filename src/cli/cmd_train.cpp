@@ -58,7 +58,7 @@ int run_train(const TrainArgs& a) {
     if (multi) mpi.end_job_on_error(s, exit_code_for(s));
     return fail(s);
   };
-  auto cfg = load_run_config_for_world(resolve_config_path(a.config), a.overrides, mpi.world_size());
+  auto cfg = load_run_config_for_world(a.config, a.overrides, mpi.world_size());
   if (!cfg.ok()) return fail_job(cfg.status());
   // The launcher watches this file: an error must say so before the job ends.
   const LaunchEnvironment launch = LaunchEnvironment::read();
@@ -110,7 +110,7 @@ int run_train(const TrainArgs& a) {
 Runner add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a model from a TOML run config (under mpirun for many ranks)");
-  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->check(existing_config());
+  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->transform(existing_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. train.steps=20");
   // A flag, so `--resume section.key=value` keeps meaning what it always did; main() turns
   // `--resume auto` into `--resume=auto`.

@@ -29,7 +29,8 @@ std::string version_text();
 // A --config path as given, or else the shipped config of that relative path installed beside the
 // command (<prefix>/share/tessera/configs/...), so `--config configs/tiny.toml` works from anywhere.
 std::string resolve_config_path(const std::string& path);
-// A CLI11 validator: the config exists as given or installed (resolve_config_path).
+// A CLI11 validator: the config exists as given or installed; it replaces the option's value with
+// the path found (resolve_config_path), so a command reads its --config as it is.
 CLI::Validator existing_config();
 
 // Prints "error: <message>" to stderr and returns 1 (ExitCode::failure).

@@ -29,7 +29,8 @@ CLI::Validator existing_config() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
         std::error_code ec;
-        if (std::filesystem::is_regular_file(resolve_config_path(path), ec)) return "";
+        path = resolve_config_path(path);  // the command reads the path the validator found
+        if (std::filesystem::is_regular_file(path, ec)) return "";
         return "no config file " + path + " (looked here and in " + (install_share_dir() / path).string() +
                "); the shipped configs are in configs/ of the source tree or " +
                (install_share_dir() / "configs").string();

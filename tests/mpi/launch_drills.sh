@@ -22,10 +22,7 @@ set -euo pipefail
 tessera=$1; data=$2; work=$3; shift 3
 here=$(dirname "$0")
 source "$here/drill_lib.sh"
-config=$here/../../tests/configs/tiny.toml
-mpirun=${MPIEXEC:-mpiexec}
-common="data.dir=$data train.threads=1 train.steps=12 train.micro_batch=1 train.batch_tokens=768 train.eval_interval=0
-        train.checkpoint_interval=3 train.keep_checkpoints=10 parallel.dp=0"
+common=$drill_common
 train_cmd() {  # np out_dir overrides...
   local np=$1 out=$2; shift 2
   echo "$mpirun --allow-run-as-root --oversubscribe -n $np $tessera train --config $config --quiet $common train.out_dir=$out $*"

@@ -16,11 +16,8 @@ set -euo pipefail
 tessera=$1; data=$2; work=$3; shift 3
 here=$(dirname "$0")
 source "$here/drill_lib.sh"
-config=$here/../../tests/configs/tiny.toml
-mpirun=${MPIEXEC:-mpiexec}
 mpi="$mpirun --allow-run-as-root --oversubscribe"
-common="data.dir=$data train.threads=1 train.steps=12 train.micro_batch=1 train.batch_tokens=768 train.eval_interval=0
-        train.checkpoint_interval=3 train.keep_checkpoints=10 train.log_interval=1 parallel.dp=0 train.timeout_s=120"
+common="$drill_common train.log_interval=1 train.timeout_s=120"
 # Each step stretched to ~25x its compute on rank 0 (a few tenths of a second): the signal lands mid-run.
 slow=slow:rank=0:step=1:factor=25
 train_args() { local out=$1; shift; echo "train --config $config --quiet $common train.out_dir=$out $*"; }  # out_dir overrides...
@@ -53,6 +50,11 @@ wait_rc() {  # pid seconds: sets rc to the exit code (fails after the deadline);
   done
   rc=0
   wait "$1" || rc=$?
+}
+sigterm_after_step() {  # out_dir step job_pid target_pid seconds: once the step is logged, SIGTERM the
+  wait_for_step "$1" "$2" "$3"  # target (the job itself, one of its ranks, the launcher); sets rc
+  kill -TERM "$4"
+  wait_rc "$3" "$5"
 }
 preempted_step() {  # out_dir -> the step of the "preempted" event in metrics.jsonl
   /usr/bin/python3 -c 'import json, sys
@@ -101,9 +103,7 @@ for drill in "$@"; do
     # shellcheck disable=SC2046
     TESSERA_FAULT=$slow "$tessera" $(train_args "$out") > "$log" 2>&1 &
     pid=$!
-    wait_for_step "$out" "$at" "$pid"
-    kill -TERM "$pid"
-    wait_rc "$pid" 120
+    sigterm_after_step "$out" "$at" "$pid" "$pid" 120
     [ "$rc" = 75 ] || { cat "$log"; fail "exit code $rc after SIGTERM, not 75"; }
     step=$(preempted_step "$out")
     [ "$step" -ge "$at" ] && [ "$step" -lt 12 ] || fail "stopped after step $step; the signal came after step $at"
@@ -118,10 +118,9 @@ for drill in "$@"; do
     # shellcheck disable=SC2046
     TESSERA_HEARTBEAT_DIR=$out/hb TESSERA_FAULT=$slow $mpi -n 4 "$tessera" $(train_args "$out") > "$log" 2>&1 &
     pid=$!
-    wait_for_step "$out" "$at" "$pid"
+    wait_for_step "$out" 1 "$pid"  # rank_N.json exists
     target=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$out/hb/rank_$rank.json")
-    kill -TERM "$target"
-    wait_rc "$pid" 180
+    sigterm_after_step "$out" "$at" "$pid" "$target" 180
     [ "$rc" = 75 ] || { cat "$log"; fail "mpirun exited $rc after SIGTERM to rank $rank, not 75"; }
     step=$(preempted_step "$out")
     # Every rank's last heartbeat: "preempted" at the same step, with the checkpoint written.
@@ -146,9 +145,7 @@ PY
     # shellcheck disable=SC2046  # env execs tessera: $! is the launcher itself
     env TESSERA_FAULT=$slow "$tessera" $(launch_args) > "$log" 2>&1 &
     pid=$!
-    wait_for_step "$out" "$at" "$pid"
-    kill -TERM "$pid"
-    wait_rc "$pid" 180
+    sigterm_after_step "$out" "$at" "$pid" "$pid" 180
     [ "$rc" = 75 ] || { cat "$log"; fail "tessera launch exited $rc after SIGTERM, not 75"; }
     step=$(preempted_step "$out")
     dir=$(check_checkpoint "$out" "$step")
