@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Bitwise comparison of two metrics.jsonl files (written by `tessera train`, see src/train/metrics.cpp):
+# Bitwise comparison of two metrics.jsonl files (written by `tessera train`, see src/observe/metrics.cpp):
 # every loss-like value (any key containing "loss": loss, val_loss, val_loss_per_byte) at every step
 # must be the same number, compared as the exact text the trainer wrote (shortest round-trip form of
 # the double, so equal text <=> equal bits), not within a tolerance.

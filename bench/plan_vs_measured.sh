@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory planner against the allocator: for each layout below, `tessera plan --json` predicts every
-# rank's peak (train/memory_plan.h) and `tessera train` runs a few steps; the measured peak is each
+# rank's peak (plan/memory_plan.h) and `tessera train` runs a few steps; the measured peak is each
 # rank's total_peak of the allocator's counters in the last metrics.jsonl line ("mem", gathered from
 # every rank). Prints per rank the predicted and measured peak MiB and the relative error, the
 # categories where they differ by more than 1 %, and writes bench/results/plan_vs_measured.json.

@@ -26,7 +26,7 @@
 #include "model/precision.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
-#include "train/loss_scaler.h"
+#include "optim/loss_scaler.h"
 
 using namespace tessera;
 

@@ -26,7 +26,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
-#include "train/micro_batch_runner.h"
+#include "parallel/micro_batch_runner.h"
 #include "train/train_step.h"
 
 using namespace tessera;

@@ -1,4 +1,4 @@
-// main() of the kernel tests (tests/ops, tests/attention): runs every test at the CPU level that
+// main() of the kernel tests (tests/backend/cpu): runs every test at the CPU level that
 // --cpu-isa=LEVEL names (default auto, the best this CPU has), so CTest runs each kernel test at every
 // level; exits 77, which CTest reports as skipped, when this CPU cannot run the level.
 #include <gtest/gtest.h>

@@ -25,18 +25,27 @@ from pathlib import Path
 # Deliberate deviations from that line, decided by the lead:
 #   - optim may include model: AdamW works over a ParamLayout's flat range (model/param_layout.h).
 #   - parallel may include optim (and core, backend) as well as model and comm.
+#   - optim may include comm: the fp16 loss scaler's overflow vote is one max all-reduce.
+#   - parallel may include data and observe: the micro-batch runners (accumulation, pipeline) pull
+#     batches from the loader and mark their phases on the timeline.
+#   - config may include parallel: the schema checks a pipeline schedule's name where it parses it.
 ALLOWED = {
     "core": [],
     "backend": ["core"],
     "comm": ["core", "backend"],
+    "observe": ["core", "backend", "comm"],
     "model": ["core", "backend"],
-    "optim": ["core", "backend", "model"],
+    "optim": ["core", "backend", "comm", "model"],
     "data": ["core", "backend"],
-    "parallel": ["core", "backend", "comm", "model", "optim"],
+    "parallel": ["core", "backend", "comm", "model", "optim", "data", "observe"],
+    "config": ["core", "backend", "model", "optim", "parallel"],
+    "plan": ["core", "backend", "comm", "model", "optim", "parallel", "config"],
     "checkpoint": ["core", "comm"],
-    "train": ["core", "backend", "comm", "model", "optim", "data", "parallel", "checkpoint"],
+    "train": ["core", "backend", "comm", "observe", "model", "optim", "data", "parallel", "config", "plan",
+              "checkpoint"],
     "launch": ["core"],
-    "cli": ["core", "backend", "comm", "model", "optim", "data", "parallel", "checkpoint", "train", "launch"],
+    "cli": ["core", "backend", "comm", "observe", "model", "optim", "data", "parallel", "config", "plan",
+            "checkpoint", "train", "launch"],
 }
 # CMake target of each layer: tessera_<layer>, except cli.
 TARGET = {layer: f"tessera_{layer}" for layer in ALLOWED}

@@ -12,7 +12,7 @@
 #include "data/loader.h"
 #include "data/manifest.h"
 #include "model/transformer.h"
-#include "train/evaluate.h"
+#include "parallel/evaluate.h"
 #include "train/model_source.h"
 
 namespace tessera::cli {

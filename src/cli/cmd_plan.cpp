@@ -1,5 +1,5 @@
 // tessera plan --config run.toml [section.key=value ...] [--ranks N]: every rank's predicted peak
-// memory by category (train/memory_plan.h), the largest micro-batch that fits train.memory_budget_mb
+// memory by category (plan/memory_plan.h), the largest micro-batch that fits train.memory_budget_mb
 // and, over budget, the single config changes that would fit. Builds no model and needs no data.
 #include <algorithm>
 #include <cstdio>
@@ -10,8 +10,8 @@
 
 #include "cli/commands.h"
 #include "core/memory.h"
-#include "train/memory_plan.h"
-#include "train/run_config.h"
+#include "plan/memory_plan.h"
+#include "config/run_config.h"
 
 namespace tessera::cli {
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "train/plot_svg.h"
+#include "observe/plot_svg.h"
 
 namespace tessera::cli {
 

@@ -14,7 +14,7 @@
 #include "train/heartbeat_file.h"
 #include "train/preemption.h"
 #include "train/ps_training.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/trainer.h"
 
 namespace tessera::cli {

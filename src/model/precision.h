@@ -6,7 +6,7 @@
 //         Master weights, gradients, optimizer state, embeddings, norms, attention softmax, the
 //         loss and the communication stay f32.
 //   fp16  the same with IEEE half operands; output gradients above 65504 overflow to inf, so fp16
-//         training needs dynamic loss scaling (train/loss_scaler.h).
+//         training needs dynamic loss scaling (optim/loss_scaler.h).
 #pragma once
 #include <string_view>
 

@@ -16,7 +16,7 @@
 // the next virtual stage's rank and followed by send_gradient to the previous one. A receive sits
 // right before the compute that consumes it and a send right after the compute that produces it.
 //
-// Runner rule (checked for every allowed shape with p <= 6, m <= 12, V <= 3 by tests/pipeline;
+// Runner rule (checked for every allowed shape with p <= 6, m <= 12, V <= 3 by tests/parallel/pipeline_schedule_test.cpp;
 // a runner can check any other shape once at set-up with simulate_pipeline, pipeline_schedule_sim.h):
 //   1. Execute the actions in list order.
 //   2. send_*: start a NON-BLOCKING send (MPI_Isend) and go on. Keep its buffer untouched until it

@@ -10,8 +10,8 @@
 #include "core/memory.h"
 #include "train/local_sgd_checkpoint.h"
 #include "train/preemption.h"
-#include "train/progress.h"
-#include "train/straggler_report.h"
+#include "observe/progress.h"
+#include "observe/straggler_report.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 

@@ -11,7 +11,7 @@
 #include "core/file_util.h"
 #include "core/log.h"
 #include "model/config_json.h"
-#include "train/timeline.h"
+#include "observe/timeline.h"
 
 namespace fs = std::filesystem;
 

@@ -9,8 +9,8 @@
 #include "parallel/compression.h"
 #include "parallel/param_server.h"
 #include "parallel/param_server_worker.h"
-#include "train/lr_schedule.h"
-#include "train/progress.h"
+#include "optim/lr_schedule.h"
+#include "observe/progress.h"
 #include "train/training_run.h"
 
 namespace tessera {

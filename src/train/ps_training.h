@@ -9,7 +9,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "parallel/gradient_sync.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/trainer.h"
 
 namespace tessera {

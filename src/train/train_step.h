@@ -8,10 +8,10 @@
 #include "core/status.h"
 #include "model/param_layout.h"
 #include "parallel/gradient_sync.h"
-#include "train/micro_batch_runner.h"
-#include "train/loss_scaler.h"
+#include "parallel/micro_batch_runner.h"
+#include "optim/loss_scaler.h"
 #include "train/step_hooks.h"
-#include "train/timeline.h"
+#include "observe/timeline.h"
 
 namespace tessera {
 

@@ -2,7 +2,7 @@
 // followed by its bookkeeping (after_step in after_step.cpp).
 #include "train/trainer.h"
 
-#include "train/lr_schedule.h"
+#include "optim/lr_schedule.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 

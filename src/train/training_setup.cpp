@@ -19,8 +19,8 @@
 #include "parallel/zero.h"
 #include "checkpoint/catalog.h"
 #include "train/local_sgd_checkpoint.h"
-#include "train/memory_plan.h"
-#include "train/pipeline_runner.h"
+#include "plan/memory_plan.h"
+#include "parallel/pipeline_runner.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 

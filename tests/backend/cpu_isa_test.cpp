@@ -1,6 +1,6 @@
 // The CPU levels: choosing one (auto, forced, refused), and every kernel giving the same bits at every
 // level this CPU can run. The kernels themselves are checked against references and finite differences
-// in tests/ops and tests/attention, which CTest runs at each level (Name@avx2, Name@avx512, ...).
+// in tests/backend/cpu, which CTest runs at each level (Name@avx2, Name@avx512, ...).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,0 +1,55 @@
+// MicroBatchRunner: runs the forward and backward passes of one training step's micro-batches and
+// tells the gradient strategy which backward completes the step. AccumulationRunner (gradient
+// accumulation on one model replica) is the first; pipeline schedules (a list of actions per
+// stage, executed by a runner) plug in here.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+#include "model/transformer.h"
+#include "parallel/gradient_sync.h"
+#include "parallel/evaluate.h"
+#include "observe/timeline.h"
+
+namespace tessera {
+
+// Fills one micro-batch: B*T input tokens and their B*T targets.
+using BatchSource = std::function<void(int32_t* inputs, int32_t* targets)>;
+
+class MicroBatchRunner {
+ public:
+  virtual ~MicroBatchRunner() = default;
+  // Runs every micro-batch of one step, accumulating parameter gradients into the model's store
+  // (zeroed by the caller). Returns this rank's mean loss over the step's micro-batches.
+  virtual Result<double> run(Timeline& timeline) = 0;
+  // Mean loss over up to max_batches batches of `loader` (<= 0: all), forward passes only: the
+  // validation loss. Collective over the ranks of one model replica.
+  virtual Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) = 0;
+  // Factor on the loss gradient of every backward (fp16 loss scaling); 1 by default.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+
+ protected:
+  float loss_scale_ = 1.f;
+};
+
+// `micro_batches` forward/backward passes in a row, each backward scaled by 1/micro_batches; only
+// the last one lets the gradient strategy communicate.
+class AccumulationRunner final : public MicroBatchRunner {
+ public:
+  AccumulationRunner(Transformer& model, GradientSync& sync, BatchSource next_batch, int64_t micro_batches);
+  Result<double> run(Timeline& timeline) override;
+  Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) override {
+    return evaluate_loss(model_, loader, max_batches);
+  }
+
+ private:
+  Transformer& model_;
+  GradientSync& sync_;
+  BatchSource next_batch_;
+  int64_t micro_batches_;
+  std::vector<int32_t> inputs_, targets_;  // (B, T) each
+};
+
+}  // namespace tessera

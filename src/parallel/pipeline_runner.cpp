@@ -1,0 +1,202 @@
+// Executing a pipeline schedule's actions on this stage.
+#include "parallel/pipeline_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/log.h"
+#include "parallel/pipeline_schedule_sim.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kActivationTag = 1;
+constexpr int kGradientTag = 2;
+
+std::string where(const char* what, int micro, int chunk) {
+  return std::string(what) + " of micro-batch " + std::to_string(micro) + " (chunk " + std::to_string(chunk) + ")";
+}
+
+}  // namespace
+
+struct PipelineRunner::Slot {
+  std::unique_ptr<Transformer> model;
+  bool busy = false;
+  std::vector<Work> sends;  // in flight from this slot's buffers
+  Status wait_sends() {
+    Status first;
+    for (Work& w : sends) {
+      const Status s = w.wait();
+      if (!s.ok() && first.ok()) first = s;
+    }
+    sends.clear();
+    return first;
+  }
+};
+
+PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T,
+                               Communicator& pp, PipelineScheduleKind kind, PipelineShape shape, GradientSync& sync,
+                               ConfigureModel configure, BatchSource next_batch)
+    : cfg_(cfg), B_(B), T_(T), C_(cfg.d_model), pp_(pp), stage_(pp.rank()), shape_(shape), sync_(sync),
+      next_batch_(std::move(next_batch)) {
+  TS_CHECK(shape_.stages == pp.size()) << "pipeline shape has " << shape_.stages << " stages, pp group " << pp.size();
+  TS_CHECK(static_cast<int>(chunks.size()) == shape_.virtual_stages)
+      << chunks.size() << " model chunks for " << shape_.virtual_stages << " virtual stages";
+  actions_ = make_pipeline_schedule(kind, shape_, stage_);
+  models_.resize(chunks.size());
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const int n = activation_slots(actions_, static_cast<int>(c));
+    for (int i = 0; i < n; ++i) {
+      auto slot = std::make_unique<Slot>();
+      slot->model = std::make_unique<Transformer>(backend, cfg, *chunks[c], B, T);
+      configure(static_cast<int>(c), *slot->model);
+      models_[c].push_back(std::move(slot));
+    }
+  }
+  const size_t n = static_cast<size_t>(B * T * shape_.micro_batches);
+  inputs_.resize(n);
+  targets_.resize(n);
+}
+
+PipelineRunner::~PipelineRunner() = default;
+
+PipelineRunner::Slot& PipelineRunner::slot_for(int micro, int chunk) {
+  auto it = in_flight_.find({micro, chunk});
+  if (it != in_flight_.end()) return *it->second;
+  for (auto& s : models_[chunk])
+    if (!s->busy) {
+      s->busy = true;
+      in_flight_[{micro, chunk}] = s.get();
+      return *s;
+    }
+  TS_CHECK(false) << "no free activation slot for " << where("chunk", micro, chunk) << ": schedule bug";
+  __builtin_unreachable();
+}
+
+void PipelineRunner::release(int micro, int chunk) {
+  auto it = in_flight_.find({micro, chunk});
+  if (it == in_flight_.end()) return;
+  it->second->busy = false;
+  in_flight_.erase(it);
+}
+
+Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline, double& loss_sum) {
+  const int64_t BT = B_ * T_, act = BT * C_;
+  const float micro_scale = loss_scale_ / static_cast<float>(shape_.micro_batches);
+  Slot& slot = slot_for(a.micro_batch, a.chunk);
+  Transformer& model = *slot.model;
+  switch (a.op) {
+    case PipeOp::recv_activation: {
+      TS_RETURN_IF_ERROR(slot.wait_sends());  // the slot's buffers may still be going out
+      TimelineSpan span(timeline, "recv activation", "comm", 1);
+      const Status s = pp_.recv_async(model.stage_input(), act, DType::f32, a.peer_stage, kActivationTag).wait();
+      if (!s.ok()) return Status(s.code(), where("receiving the activation", a.micro_batch, a.chunk) + ": " + s.message());
+      return Status::ok_status();
+    }
+    case PipeOp::forward: {
+      TS_RETURN_IF_ERROR(slot.wait_sends());
+      TimelineSpan span(timeline, "forward", "compute");
+      const size_t off = static_cast<size_t>(a.micro_batch * BT);
+      const int32_t* tokens = first_virtual(a.chunk) ? inputs_.data() + off : nullptr;
+      const int32_t* targets = last_virtual(a.chunk) ? targets_.data() + off : nullptr;
+      const float loss = model.forward(tokens, targets);
+      if (targets) loss_sum += loss;
+      return model.tp_status();
+    }
+    case PipeOp::send_activation: {
+      TimelineSpan span(timeline, "send activation", "comm", 1);
+      slot.sends.push_back(pp_.send_async(model.stage_output(), act, DType::f32, a.peer_stage, kActivationTag));
+      return Status::ok_status();
+    }
+    case PipeOp::recv_gradient: {
+      TimelineSpan span(timeline, "recv gradient", "comm", 1);
+      const Status s = pp_.recv_async(model.stage_output_grad(), act, DType::f32, a.peer_stage, kGradientTag).wait();
+      if (!s.ok()) return Status(s.code(), where("receiving the gradient", a.micro_batch, a.chunk) + ": " + s.message());
+      return Status::ok_status();
+    }
+    case PipeOp::backward: {
+      TimelineSpan span(timeline, "backward", "compute");
+      sync_.set_sync(a.micro_batch == shape_.micro_batches - 1);  // the chunk's last backward communicates
+      model.backward(micro_scale);  // the scale applies where the loss is; other stages get scaled gradients
+      if (first_virtual(a.chunk)) release(a.micro_batch, a.chunk);  // nothing to send back
+      return model.tp_status();
+    }
+    case PipeOp::send_gradient: {
+      TimelineSpan span(timeline, "send gradient", "comm", 1);
+      slot.sends.push_back(pp_.send_async(model.stage_input_grad(), act, DType::f32, a.peer_stage, kGradientTag));
+      release(a.micro_batch, a.chunk);
+      return Status::ok_status();
+    }
+  }
+  return Status::ok_status();
+}
+
+Status PipelineRunner::wait_sends() {
+  Status first;
+  for (auto& chunk : models_)
+    for (auto& s : chunk) {
+      const Status st = s->wait_sends();
+      if (!st.ok() && first.ok()) first = st;
+    }
+  if (!first.ok()) return Status(first.code(), "pipeline send: " + first.message());
+  return first;
+}
+
+Status PipelineRunner::broadcast_from_last_stage(double& value) {
+  if (shape_.stages == 1) return Status::ok_status();
+  const Status s = pp_.broadcast_async(&value, sizeof(double), DType::u8, shape_.stages - 1).wait();
+  if (!s.ok()) return Status(s.code(), "loss from the last pipeline stage: " + s.message());
+  return s;
+}
+
+Result<double> PipelineRunner::run(Timeline& timeline) {
+  const int64_t BT = B_ * T_;
+  {
+    TimelineSpan span(timeline, "data", "data", 2);
+    for (int m = 0; m < shape_.micro_batches; ++m) next_batch_(inputs_.data() + m * BT, targets_.data() + m * BT);
+  }
+  double loss_sum = 0;
+  for (const PipeAction& a : actions_) {
+    const Status s = run_action(a, timeline, loss_sum);
+    if (!s.ok()) return Status(s.code(), "pipeline stage " + std::to_string(stage_) + ": " + s.message());
+  }
+  TS_RETURN_IF_ERROR(wait_sends());
+  TS_CHECK(in_flight_.empty()) << "pipeline schedule left micro-batches in flight";
+  double loss = loss_sum / static_cast<double>(shape_.micro_batches);
+  TS_RETURN_IF_ERROR(broadcast_from_last_stage(loss));
+  return loss;
+}
+
+Result<EvalResult> PipelineRunner::evaluate(EvalLoader& loader, int64_t max_batches) {
+  const int64_t BT = B_ * T_, act = BT * C_;
+  const int p = shape_.stages, V = shape_.virtual_stages;
+  std::vector<int32_t> inputs(BT), targets(BT);
+  EvalResult r;
+  double sum = 0;
+  // Every stage reads the same batches, so all agree on when the split ends.
+  while ((max_batches <= 0 || r.batches < max_batches) && loader.next_batch(inputs.data(), targets.data())) {
+    if (stage_ == 0) TS_RETURN_IF_ERROR(check_tokens_in_vocabulary(inputs.data(), BT, cfg_.vocab_size));
+    for (int c = 0; c < V; ++c) {  // virtual stages in order: c * p + stage
+      Transformer& model = *models_[c][0]->model;
+      const int vs = c * p + stage_;
+      if (vs > 0) {
+        const Status s = pp_.recv_async(model.stage_input(), act, DType::f32, (vs - 1) % p, kActivationTag).wait();
+        if (!s.ok()) return Status(s.code(), "evaluation: receiving an activation: " + s.message());
+      }
+      const float loss = model.forward(first_virtual(c) ? inputs.data() : nullptr,
+                                       last_virtual(c) ? targets.data() : nullptr);
+      TS_RETURN_IF_ERROR(model.tp_status());
+      if (last_virtual(c)) sum += loss;
+      if (vs + 1 < p * V)
+        models_[c][0]->sends.push_back(
+            pp_.send_async(model.stage_output(), act, DType::f32, (vs + 1) % p, kActivationTag));
+    }
+    TS_RETURN_IF_ERROR(wait_sends());
+    ++r.batches;
+  }
+  TS_RETURN_IF_ERROR(broadcast_from_last_stage(sum));
+  if (r.batches > 0) r.mean_loss = sum / static_cast<double>(r.batches);
+  return r;
+}
+
+}  // namespace tessera

@@ -1,0 +1,82 @@
+// The activation buffers and the page size of the allocation replay (plan/memory_replay.h).
+#include "plan/memory_replay.h"
+
+#include <unistd.h>
+
+namespace tessera::memory_replay {
+
+// ---- activations (model/transformer.cpp: struct Acts, allocate_activations) ----
+
+namespace {
+struct ActDims {
+  int64_t B, T, N, C, Q, A, F, FC, NH, V, NS;
+};
+
+ActDims act_dims(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T, bool sp) {
+  const int64_t p = layout.tp().size, NH = c.n_head / p, NKV = c.n_kv_head / p, HS = c.head_size(), F = c.d_ff / p;
+  const int64_t N = B * T;
+  const bool llama = c.arch == Arch::llama;
+  return {B, T, N, c.d_model, (NH + 2 * NKV) * HS, NH * HS, F, llama ? 2 * F : F, NH,
+          layout.padded_vocab_size() / p, sp ? N / p : N};
+}
+
+}  // namespace
+
+// The buffers allocate_activations makes, each as a number of floats (zero-sized ones allocate nothing).
+std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
+                                        bool sp, const std::string& recompute) {
+  const ActDims d = act_dims(c, layout, B, T, sp && layout.tp().size > 1);
+  const bool first = layout.first_layer() == 0, last = layout.last_layer() == c.n_layer;
+  const int64_t N = d.N, NS = d.NS, C = d.C;
+  const int layers = layout.last_layer() - layout.first_layer();
+  std::vector<int64_t> f;
+  f.push_back(NS * C);  // encoded
+  // One layer's saved tensors, in struct LayerActs order.
+  auto layer_saved = [&](std::vector<int64_t>& out) {
+    out.insert(out.end(), {NS * C, NS, NS,      // ln1, mean, rstd
+                           N * d.Q,             // qkv
+                           N * d.A,             // atty
+                           d.B * d.NH * d.T,    // lse
+                           NS * C,              // residual2
+                           NS * C, NS, NS,      // ln2, mean, rstd
+                           N * d.FC, N * d.F,   // fch, fch_act
+                           NS * C});            // residual3
+  };
+  if (recompute == "full") {
+    // Each layer keeps only its output (the next layer's input); the rest of one layer's tensors
+    // are rebuilt in a shared set during backward.
+    for (int l = 0; l < layers; ++l) f.push_back(NS * C);
+    if (layers > 0) {
+      layer_saved(f);
+      f.pop_back();  // the shared set has no residual3
+    }
+  } else if (recompute == "selective") {
+    // The attention output and its row statistics are recomputed from qkv: one shared set.
+    for (int l = 0; l < layers; ++l)
+      f.insert(f.end(), {NS * C, NS, NS, N * d.Q, NS * C, NS * C, NS, NS, N * d.FC, N * d.F, NS * C});
+    if (layers > 0) f.insert(f.end(), {N * d.A, d.B * d.NH * d.T});
+  } else {
+    for (int l = 0; l < layers; ++l) layer_saved(f);
+  }
+  if (last) {
+    f.insert(f.end(), {NS * C, NS, NS, N * d.V, N});  // lnf, mean, rstd, logits, losses
+    if (layout.tp().size > 1) f.insert(f.end(), {N, 2 * N});  // ce_max, ce_stats
+  } else {
+    f.push_back(N * C);  // output_grad
+  }
+  if (!first) f.push_back(N * C);  // input_grad
+  f.insert(f.end(), {N * C, N * C, N * d.A, N * d.Q, N * d.FC, N * d.F});  // dresidual dln datty dqkv dfch dfch_act
+  if (sp && layout.tp().size > 1) {
+    f.push_back(N * C);                // full
+    if (!first) f.push_back(N * C);    // stage_in
+    if (!last) f.push_back(N * C);     // stage_out
+  }
+  return f;
+}
+
+int64_t page_bytes() {
+  static const int64_t p = static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  return p > 0 ? p : 4096;
+}
+
+}  // namespace tessera::memory_replay

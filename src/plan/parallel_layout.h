@@ -1,0 +1,41 @@
+// The parallel layout a run config asks for ([parallel] dp, pp, tp, schedule, virtual_stages,
+// stage_layers, sequence_parallel), checked against the world size and the model before any rank
+// builds a communicator group or a model chunk. Every error names the problem and the key to change.
+// Pure planning: no communicator, no allocation beyond the split. The keys: docs/parallel-config.md.
+#pragma once
+#include <string>
+#include <utility>
+
+#include "comm/grid.h"
+#include "core/status.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/stage_balance.h"
+#include "config/run_config.h"
+
+namespace tessera {
+
+struct ParallelLayout {
+  GridShape grid;  // dp, pp, tp; dp * pp * tp == the world size
+  // At pp = 1 parallel.schedule is ignored and this is one_f_one_b (with one stage: plain gradient
+  // accumulation, one micro-batch's activations at a time).
+  PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
+  PipelineShape pipe;  // stages = pp, micro_batches = train.grad_accum, virtual_stages; valid for `schedule`
+  StageSplit split;    // over pp * virtual_stages virtual stages (parallel.stage_layers, or balanced)
+  bool sequence_parallel = false;
+
+  // Layers [first, last) of model chunk `chunk` (0..V-1) on pipeline rank `stage` (0..pp-1): virtual
+  // stage chunk * pp + stage. TS_CHECKs the range.
+  std::pair<int, int> chunk_layers(int stage, int chunk) const;
+  // One line for the banner, e.g. "dp=2 tp=2 pp=2 (1f1b, 4 micro-batches; stages [0,1) [1,2))";
+  // interleaved: "... pp=2 (interleaved x2, 4 micro-batches; virtual stages [0,2) [2,4) [4,6) [6,8))";
+  // " sequence-parallel" after tp when set.
+  std::string describe() const;
+};
+
+// Checks, in order: the grid against world_size; tp against the model's heads, KV heads and d_ff (the
+// vocabulary is padded, never an error); sequence_parallel (tp >= 2, micro_batch * seq_len divisible by
+// tp); then, at pp >= 2, the schedule against virtual_stages and train.grad_accum; then the layer split
+// (n_layer >= pp * virtual_stages, stage_layers' length and sum). Errors are invalid_argument.
+Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size);
+
+}  // namespace tessera

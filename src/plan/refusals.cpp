@@ -1,0 +1,130 @@
+// The refused combinations (refusals.h). Each row's condition is a captureless lambda over the
+// config; its keys name the values the error quotes, in the order the sentence reads.
+#include "plan/refusals.h"
+
+#include "config/run_config_schema.h"
+#include "core/log.h"
+
+namespace tessera {
+
+namespace {
+
+bool compresses(const RunConfig& c) { return c.comm.compression != "none"; }
+bool compresses_other_than_bf16(const RunConfig& c) { return compresses(c) && c.comm.compression != "bf16"; }
+bool parameter_server(const RunConfig& c) { return c.parallel.mode == "ps"; }
+bool fp16(const RunConfig& c) { return c.train.precision == "fp16"; }
+
+const std::vector<Refusal>& table() {
+  static const std::vector<Refusal> rows = {
+      {"train.precision = \"fp16\" with parallel.zero >= 2",
+       {"train.precision", "parallel.zero"},
+       [](const RunConfig& c) { return fp16(c) && c.parallel.zero >= 2; },
+       "the loss scaler checks the flat gradients, which ZeRO 2/3 shard",
+       "use parallel.zero = 1, or train.precision = \"bf16\" (no loss scaling needed)"},
+      {"parallel.zero >= 2 with parallel.sequence_parallel = true",
+       {"parallel.zero", "parallel.sequence_parallel"},
+       [](const RunConfig& c) { return c.parallel.zero >= 2 && c.parallel.sequence_parallel; },
+       "sequence-parallel gradients are summed over tp after the ZeRO reduction, which 2/3 leave sharded",
+       "use parallel.zero = 1, or parallel.sequence_parallel = false"},
+      {"parallel.mode = \"ps\" with parallel.tp > 1 or parallel.pp > 1",
+       {"parallel.mode", "parallel.tp", "parallel.pp"},
+       [](const RunConfig& c) { return parameter_server(c) && (c.parallel.tp > 1 || c.parallel.pp > 1); },
+       "the parameter server runs whole model replicas on the workers",
+       "set parallel.tp = 1 and parallel.pp = 1, or parallel.mode = \"allreduce\""},
+      {"parallel.mode = \"ps\" with parallel.zero >= 1",
+       {"parallel.mode", "parallel.zero"},
+       [](const RunConfig& c) { return parameter_server(c) && c.parallel.zero > 0; },
+       "the servers already shard the parameters and the optimizer state",
+       "set parallel.zero = 0, or parallel.mode = \"allreduce\""},
+      {"parallel.mode = \"ps\" with comm.compression = \"powersgd\"",
+       {"parallel.mode", "comm.compression"},
+       [](const RunConfig& c) { return parameter_server(c) && c.comm.compression == "powersgd"; },
+       "a push is a flat range of the parameter buffer, not the matrices PowerSGD factors",
+       "use comm.compression = \"bf16\", \"topk\" or \"onebit\""},
+      {"parallel.mode = \"ps\" with train.precision = \"fp16\"",
+       {"parallel.mode", "train.precision"},
+       [](const RunConfig& c) { return parameter_server(c) && fp16(c); },
+       "the loss scaler would need every worker's overflow verdict each step",
+       "use train.precision = \"bf16\""},
+      {"train.local_steps >= 1 with parallel.mode = \"ps\"",
+       {"train.local_steps", "parallel.mode"},
+       [](const RunConfig& c) { return c.train.local_steps > 0 && parameter_server(c); },
+       "local SGD averages the replicas with all-reduce",
+       "set parallel.mode = \"allreduce\", or train.local_steps = 0"},
+      {"train.local_steps >= 1 with parallel.zero >= 1",
+       {"train.local_steps", "parallel.zero"},
+       [](const RunConfig& c) { return c.train.local_steps > 0 && c.parallel.zero > 0; },
+       "local SGD runs an optimizer per replica, which ZeRO would shard over the replicas",
+       "set parallel.zero = 0, or train.local_steps = 0 (synchronous training)"},
+      {"comm.compression other than \"none\" or \"bf16\" with parallel.zero >= 1",
+       {"comm.compression", "parallel.zero"},
+       [](const RunConfig& c) { return compresses_other_than_bf16(c) && c.parallel.zero > 0; },
+       "ZeRO reduce-scatters gradient shards, which only bf16 can sum on the way",
+       "use comm.compression = \"bf16\", or parallel.zero = 0"},
+      {"comm.compression other than \"none\" with parallel.zero >= 1 and train.precision = \"fp16\"",
+       {"comm.compression", "parallel.zero", "train.precision"},
+       [](const RunConfig& c) { return compresses(c) && c.parallel.zero > 0 && fp16(c); },
+       "the loss scaler's overflow check reads the flat gradient, which the bf16 reduction overwrites",
+       "use train.precision = \"bf16\", or comm.compression = \"none\""},
+      {"comm.compression other than \"none\" or \"bf16\" with train.precision = \"fp16\"",
+       {"comm.compression", "train.precision"},
+       [](const RunConfig& c) { return compresses_other_than_bf16(c) && fp16(c); },
+       "the error-feedback residual would carry loss-scaled (and overflowed) gradients across steps",
+       "use train.precision = \"bf16\", or comm.compression = \"bf16\""},
+      {"comm.compression other than \"none\" with train.local_steps >= 1",
+       {"comm.compression", "train.local_steps"},
+       [](const RunConfig& c) { return compresses(c) && c.train.local_steps > 0; },
+       "local SGD averages parameter deltas, not gradients",
+       "set comm.compression = \"none\", or train.local_steps = 0"},
+  };
+  return rows;
+}
+
+// "parallel.zero = 2": a key and its value as TOML writes it.
+std::string key_equals_value(const RunConfig& cfg, std::string_view dotted) {
+  const size_t dot = dotted.find('.');
+  TS_CHECK(dot != std::string_view::npos) << "refusal key '" << dotted << "' is not section.name";
+  const SectionSpec* sec = find_section(dotted.substr(0, dot));
+  TS_CHECK(sec != nullptr) << "refusal key '" << dotted << "': no such section";
+  const KeySpec* key = find_key(*sec, dotted.substr(dot + 1));
+  TS_CHECK(key != nullptr) << "refusal key '" << dotted << "': no such key";
+  return std::string(dotted) + " = " + key->value.toml(cfg);
+}
+
+}  // namespace
+
+std::span<const Refusal> refusals() { return table(); }
+
+const Refusal* first_refusal(const RunConfig& cfg) {
+  for (const Refusal& r : table())
+    if (r.applies(cfg)) return &r;
+  return nullptr;
+}
+
+Status check_refusals(const RunConfig& cfg) {
+  if (const Refusal* found = first_refusal(cfg)) {
+    const Refusal& r = *found;
+    std::string instance;
+    for (size_t i = 0; i < r.keys.size(); ++i)
+      instance += (i == 0 ? "" : i + 1 == r.keys.size() && i > 1 ? " and " : " with ") + key_equals_value(cfg, r.keys[i]);
+    return invalid_argument(instance + " is not supported: " + std::string(r.why) + "; " + std::string(r.fix));
+  }
+  return Status::ok_status();
+}
+
+std::string refusals_markdown() {
+  std::string md =
+      "## Refused combinations\n\n"
+      "Each is refused before a rank starts, with this reason and fix (`src/plan/refusals.cpp`, one row each).\n\n"
+      "| refused | why | instead |\n|---|---|---|\n";
+  auto cell = [](std::string_view s) {
+    std::string out;
+    for (char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    return out;
+  };
+  for (const Refusal& r : table())
+    md += "| `" + cell(r.when) + "` | " + cell(r.why) + " | " + cell(r.fix) + " |\n";
+  return md;
+}
+
+}  // namespace tessera
