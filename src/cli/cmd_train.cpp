@@ -63,7 +63,7 @@ int run_train(const TrainArgs& a) {
   // The launcher watches this file: an error must say so before the job ends.
   const LaunchEnvironment launch = LaunchEnvironment::read();
   HeartbeatFile heartbeat =
-      HeartbeatFile::from_env(mpi.world_rank(), mpi.world_size(), cfg->train.out_dir, launch.attempt);
+      HeartbeatFile::open(launch.heartbeat_dir, mpi.world_rank(), mpi.world_size(), cfg->train.out_dir, launch.attempt);
   beat_on_failure = &heartbeat;
   CommOptions co;
   co.timeout_s = cfg->train.timeout_s;
@@ -78,6 +78,8 @@ int run_train(const TrainArgs& a) {
   opts.resume = a.resume == "latest";
   opts.resume_auto = launch.resume_auto || a.resume == "auto";
   opts.launch_attempt = launch.attempt;
+  opts.heartbeat_dir = launch.heartbeat_dir;
+  opts.fault_spec = launch.fault_spec;
   opts.quiet = a.quiet || a.json;
   opts.json_summary = a.json;
   opts.trace_path = a.trace;

@@ -114,11 +114,10 @@ Result<std::vector<Fault>> parse_faults(std::string_view spec) {
   return out;
 }
 
-Result<std::unique_ptr<FaultInjection>> FaultInjection::from_env(int rank, int attempt,
-                                                                 std::unique_ptr<StepHooks> inner) {
-  const char* spec = std::getenv("TESSERA_FAULT");
+Result<std::unique_ptr<FaultInjection>> FaultInjection::from_spec(std::string_view spec, int rank, int attempt,
+                                                                  std::unique_ptr<StepHooks> inner) {
   std::vector<Fault> faults;
-  if (spec && *spec) {
+  if (!spec.empty()) {
     TS_ASSIGN_OR_RETURN(faults, parse_faults(spec));
   }
   return std::make_unique<FaultInjection>(std::move(faults), rank, attempt, std::move(inner));

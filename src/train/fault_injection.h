@@ -58,8 +58,10 @@ struct ShardWriteFault {
 
 class FaultInjection final : public StepHooks {
  public:
-  // Reads TESSERA_FAULT (a malformed one is an error); attempt: the launch attempt (LaunchEnvironment).
-  static Result<std::unique_ptr<FaultInjection>> from_env(int rank, int attempt, std::unique_ptr<StepHooks> inner);
+  // From a TESSERA_FAULT spec (LaunchEnvironment::fault_spec; "" = none; a malformed one is an error);
+  // attempt: the launch attempt.
+  static Result<std::unique_ptr<FaultInjection>> from_spec(std::string_view spec, int rank, int attempt,
+                                                           std::unique_ptr<StepHooks> inner);
   FaultInjection(std::vector<Fault> faults, int rank, int attempt, std::unique_ptr<StepHooks> inner);
 
   Status at(StepPoint point, int64_t step, ParamStore& store) override;

@@ -27,16 +27,19 @@ LaunchEnvironment LaunchEnvironment::read() {
   e.resume_auto = resume && std::string_view(resume) == "auto";
   const char* attempt = std::getenv("TESSERA_LAUNCH_ATTEMPT");
   e.attempt = attempt ? std::atoi(attempt) : 0;
+  const char* dir = std::getenv("TESSERA_HEARTBEAT_DIR");
+  e.heartbeat_dir = dir ? dir : "";
+  const char* fault = std::getenv("TESSERA_FAULT");
+  e.fault_spec = fault ? fault : "";
   return e;
 }
 
-HeartbeatFile HeartbeatFile::from_env(int rank, int world_size, std::string out_dir, int attempt) {
+HeartbeatFile HeartbeatFile::open(const std::string& dir, int rank, int world_size, std::string out_dir, int attempt) {
   HeartbeatFile h;
-  const char* dir = std::getenv("TESSERA_HEARTBEAT_DIR");
-  if (!dir || !*dir) return h;
+  if (dir.empty()) return h;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  h.path_ = std::string(dir) + "/rank_" + std::to_string(rank) + ".json";
+  h.path_ = dir + "/rank_" + std::to_string(rank) + ".json";
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);
   h.host_ = host;

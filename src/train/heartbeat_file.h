@@ -10,16 +10,20 @@
 namespace tessera {
 
 // What `tessera launch` tells every rank through the environment, read once per process.
+// What `tessera launch` (and the fault drills) tell a training process through its environment,
+// read once at the command's entry; nothing below it reads the environment.
 struct LaunchEnvironment {
-  bool resume_auto = false;  // TESSERA_RESUME=auto
-  int attempt = 0;           // TESSERA_LAUNCH_ATTEMPT: 0 for the first start
+  bool resume_auto = false;   // TESSERA_RESUME=auto
+  int attempt = 0;            // TESSERA_LAUNCH_ATTEMPT: 0 for the first start
+  std::string heartbeat_dir;  // TESSERA_HEARTBEAT_DIR: "" = no heartbeat files
+  std::string fault_spec;     // TESSERA_FAULT (train/fault_injection.h): "" = no planted faults
   static LaunchEnvironment read();
 };
 
 class HeartbeatFile {
  public:
-  // Disabled (every beat a no-op) when TESSERA_HEARTBEAT_DIR is unset or empty. attempt: LaunchEnvironment.
-  static HeartbeatFile from_env(int rank, int world_size, std::string out_dir, int attempt);
+  // Disabled (every beat a no-op) when dir is empty (LaunchEnvironment::heartbeat_dir).
+  static HeartbeatFile open(const std::string& dir, int rank, int world_size, std::string out_dir, int attempt);
   // phase: "setup", "train", "checkpoint", "done", "failed" (with the error as message) or
   // "preempted" (a stop signal: saving the step's checkpoint; once written, its path as message).
   // step < 0: unknown; the step of the rank's last beat is kept.

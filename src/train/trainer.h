@@ -11,7 +11,7 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 
 namespace tessera {
 
@@ -21,6 +21,8 @@ struct TrainerOptions {
   // else start fresh -- also in a run directory a failed attempt left without any checkpoint.
   bool resume_auto = false;
   int launch_attempt = 0;  // TESSERA_LAUNCH_ATTEMPT (tessera launch): 0 for the first start
+  std::string heartbeat_dir;  // TESSERA_HEARTBEAT_DIR: where this rank beats for the launcher ("" = off)
+  std::string fault_spec;     // TESSERA_FAULT: planted faults for the drills ("" = none)
   bool quiet = false;           // no progress lines (the final summary is still printed)
   bool json_summary = false;    // print no summary: the caller prints TrainSummary as JSON (--json)
   std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)

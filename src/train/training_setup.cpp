@@ -282,7 +282,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   // The memory planner's verdict before anything is allocated (identical on every rank).
   TS_RETURN_IF_ERROR(check_memory_budget(cfg, world.size()));
   auto run = std::make_unique<TrainingRun>(cfg, world, opts);
-  run->heartbeat = HeartbeatFile::from_env(world.rank(), world.size(), cfg.train.out_dir, opts.launch_attempt);
+  run->heartbeat = HeartbeatFile::open(opts.heartbeat_dir, world.rank(), world.size(), cfg.train.out_dir, opts.launch_attempt);
   run->heartbeat.beat("setup", 0);
   run->layout = std::move(layout);
   TS_ASSIGN_OR_RETURN(Communicator * grid_comm, grid_world(*run));  // the world, or a PS role group
@@ -312,7 +312,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(check_agreement(run->grid->dp(), "parameter count", numel));
   TS_RETURN_IF_ERROR(run->sync->broadcast_parameters());
   TS_ASSIGN_OR_RETURN(std::unique_ptr<FaultInjection> faults,
-                      FaultInjection::from_env(world.rank(), opts.launch_attempt, nullptr));
+                      FaultInjection::from_spec(opts.fault_spec, world.rank(), opts.launch_attempt, nullptr));
   run->faults = faults.get();
   run->hooks = std::move(faults);
 
