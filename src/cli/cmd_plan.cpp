@@ -42,7 +42,7 @@ void print_json(const RunConfig& c, const MemoryPlan& p) {
   }
   nlohmann::json out = {{"layout", p.layout.describe()}, {"world_size", p.world_size},
                         {"micro_batch", c.train.micro_batch}, {"grad_accum", c.train.grad_accum},
-                        {"zero", c.parallel.zero}, {"recompute", c.train.recompute},
+                        {"zero", c.parallel.zero}, {"recompute", recompute_name(c.train.recompute)},
                         {"budget_bytes", p.budget_bytes}, {"peak", p.peak()}, {"fits", p.fits()},
                         {"largest_micro_batch_that_fits", p.largest_micro_batch_that_fits()}, {"ranks", ranks}};
   if (!p.fits()) {
@@ -110,7 +110,7 @@ int run_plan(const PlanArgs& a) {
               "grad_accum %lld; zero %d, recompute %s\n",
               c.model.name.c_str(), std::string(arch_name(c.model.arch)).c_str(), c.model.num_parameters() / 1e6, world,
               p.layout.describe().c_str(), (long long)c.train.micro_batch, (long long)c.data.seq_len,
-              (long long)c.train.grad_accum, c.parallel.zero, c.train.recompute.c_str());
+              (long long)c.train.grad_accum, c.parallel.zero, std::string(recompute_name(c.train.recompute)).c_str());
   std::printf("predicted peak memory per rank in MiB, as the allocator counts it (each category at the moment of "
               "the peak; chunks: layers x activation slots; fit mb: the largest train.micro_batch that fits the "
               "budget, train.batch_tokens kept):\n");

@@ -11,8 +11,12 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "model/config.h"
+#include "model/precision.h"
+#include "model/recompute.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
+#include "parallel/compression.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace tessera {
 
@@ -38,8 +42,8 @@ struct TrainConfig {
   int64_t keep_checkpoints = 2;
   std::string out_dir = "runs/default";
   double timeout_s = 300;           // collective timeout
-  std::string recompute = "none";   // activation recomputation: none | selective | full
-  std::string precision = "fp32";   // matmul arithmetic: fp32 | bf16 | fp16 (model/precision.h)
+  Recompute recompute = Recompute::none;  // activation recomputation: none | selective | full
+  Precision precision = Precision::fp32;  // matmul arithmetic: fp32 | bf16 | fp16 (model/precision.h)
   double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
   bool async_checkpoint = false;    // write checkpoints in the background (train/async_checkpoint.h)
 };
@@ -68,7 +72,7 @@ struct ParallelConfig {
   int zero = 0;            // ZeRO stage over the dp group (0 = plain data parallelism)
   std::string mode = "allreduce";  // "allreduce" | "ps" (parameter server, [ps])
   // Pipeline parallelism (plan/parallel_layout.h checks these against the world size and the model).
-  std::string schedule = "1f1b";      // "gpipe" | "1f1b" | "interleaved" (checked by parse_pipeline_schedule)
+  PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;  // gpipe | 1f1b | interleaved
   int virtual_stages = 1;             // model chunks per pipeline rank (interleaved: >= 2)
   std::vector<int64_t> stage_layers;  // layers per virtual stage, pp * virtual_stages entries; empty = balance
   bool sequence_parallel = false;     // shard the norm/dropout activations over tp along the sequence
@@ -76,7 +80,7 @@ struct ParallelConfig {
 
 // [comm]: compression of the data-parallel gradient exchange (parallel/compression.h).
 struct CommConfig {
-  std::string compression = "none";  // "none" | "bf16" | "topk" | "powersgd" | "onebit"
+  CompressionKind compression = CompressionKind::none;  // none | bf16 | topk | powersgd | onebit
   double topk_ratio = 0.01;          // topk: fraction of each bucket's elements sent
   int powersgd_rank = 4;             // powersgd: rank of the P, Q factors
 };

@@ -158,7 +158,7 @@ KeyCheck each_at_least(int64_t lo) {
     return "";
   };
 }
-// A string that must name a pipeline schedule (kept as the string; parse_pipeline_schedule reads it).
+// A string that must name a pipeline schedule (the message of parse_pipeline_schedule, which then stores it).
 KeyCheck pipeline_schedule_name_check() {
   return [](const KeyValue& v) -> std::string {
     const std::string& name = std::get<std::string>(v);
@@ -251,10 +251,10 @@ std::vector<SectionSpec> make_schema() {
            {"timeout_s", field(&RC::train, &TC::timeout_s), kOk,
             {holds([](double x) { return x > 0; }, " must be > 0 seconds")}, "collective timeout"},
            // Recomputation gives bitwise-identical gradients: a change on --resume keeps the trajectory.
-           {"recompute", field(&RC::train, &TC::recompute), kOk, {one_of({"none", "selective", "full"})},
+           {"recompute", enum_field(&RC::train, &TC::recompute, recompute_name, parse_recompute), kOk, {one_of({"none", "selective", "full"})},
             "activation recomputation: none, selective (attention internals) or full (each layer's input only)"},
            // Reduced precision changes the numerics: a change on --resume leaves the trajectory.
-           {"precision", field(&RC::train, &TC::precision), kWarn, {one_of({"fp32", "bf16", "fp16"})},
+           {"precision", enum_field(&RC::train, &TC::precision, precision_name, parse_precision), kWarn, {one_of({"fp32", "bf16", "fp16"})},
             "matmul arithmetic: fp32, bf16 or fp16 operands with f32 accumulation (fp16: loss scaling)"},
            {"memory_budget_mb", field(&RC::train, &TC::memory_budget_mb), kOk,
             {holds([](double x) { return x >= 0; }, " must be >= 0 (0 = no limit)")},
@@ -296,7 +296,7 @@ std::vector<SectionSpec> make_schema() {
            {"bucket_mb", field(&RC::parallel, &PC::bucket_mb), kOk,
             {holds([](double x) { return x > 0; }, " must be > 0")}, "gradient all-reduce bucket size"},
            // How the work is split, not the math: a change on --resume keeps the trajectory.
-           {"schedule", field(&RC::parallel, &PC::schedule), kOk, {pipeline_schedule_name_check()},
+           {"schedule", enum_field(&RC::parallel, &PC::schedule, pipeline_schedule_name, parse_pipeline_schedule), kOk, {pipeline_schedule_name_check()},
             "pipeline schedule: gpipe, 1f1b or interleaved (ignored at pp = 1)"},
            {"virtual_stages", field(&RC::parallel, &PC::virtual_stages), kOk,
             {at_least(1), holds([](double x) { return x <= 1024; }, " is too large (max 1024)")},
@@ -325,7 +325,7 @@ std::vector<SectionSpec> make_schema() {
       // a change on --resume leaves the trajectory.
       {"comm",
        {
-           {"compression", field(&RC::comm, &CommConfig::compression), kWarn,
+           {"compression", enum_field(&RC::comm, &CommConfig::compression, compression_name, parse_compression), kWarn,
             {one_of({"none", "bf16", "topk", "powersgd", "onebit"})},
             "data-parallel gradient compression: none, bf16, topk, powersgd or onebit (parallel/compression.h)"},
            {"topk_ratio", field(&RC::comm, &CommConfig::topk_ratio), kWarn,

@@ -41,7 +41,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
   const int tp = lay.grid.tp, dp = lay.grid.dp, zero = cfg.parallel.zero;
   const bool sp = lay.sequence_parallel && tp > 1;
-  const std::string& recompute = cfg.train.recompute;
+  const Recompute recompute = cfg.train.recompute;
   Counters k;
   RankResult r;
   auto finish = [&] {
@@ -116,14 +116,14 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     const ParamLayout& layout = *layouts[static_cast<size_t>(c)];
     for (int i = 0; i < n; ++i) {
       std::vector<int> ids;
-      auto reallocate = [&](bool rows_shard, const std::string& mode) {
+      auto reallocate = [&](bool rows_shard, Recompute mode) {
         for (int id : ids) k.free(id);
         ids.clear();
         for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode))
           ids.push_back(k.alloc(MemCategory::activations, f * kF));
       };
-      reallocate(false, "none");
-      if (recompute != "none") reallocate(false, recompute);
+      reallocate(false, Recompute::none);
+      if (recompute != Recompute::none) reallocate(false, recompute);
       if (sp) reallocate(true, recompute);
     }
   }
@@ -211,7 +211,7 @@ std::vector<int64_t> micro_batch_candidates(const RunConfig& cfg) {
 }  // namespace
 
 int64_t transformer_activation_bytes(const ModelConfig& cfg, const ParamLayout& layout, int64_t B, int64_t T,
-                                     bool sequence_parallel, const std::string& recompute) {
+                                     bool sequence_parallel, Recompute recompute) {
   int64_t sum = 0;
   for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute)) sum += f * kF;
   return sum;
@@ -271,12 +271,12 @@ std::vector<MemoryOption> memory_options_that_fit(const RunConfig& cfg, int worl
     c.parallel.zero = z;
     if (fits(c, "parallel.zero=" + str(z))) break;
   }
-  const std::vector<std::string> modes = {"none", "selective", "full"};
-  const auto now = std::find(modes.begin(), modes.end(), cfg.train.recompute);
-  for (auto it = now == modes.end() ? modes.end() : now + 1; it != modes.end(); ++it) {
+  // Each recomputation mode that keeps less than the current one, in order.
+  for (Recompute mode : {Recompute::selective, Recompute::full}) {
+    if (static_cast<int>(mode) <= static_cast<int>(cfg.train.recompute)) continue;
     RunConfig c = cfg;
-    c.train.recompute = *it;
-    if (fits(c, "train.recompute=" + *it)) break;
+    c.train.recompute = mode;
+    if (fits(c, "train.recompute=" + std::string(recompute_name(mode)))) break;
   }
   if (cfg.parallel.tp > 1 && !cfg.parallel.sequence_parallel) {
     RunConfig c = cfg;

@@ -96,7 +96,7 @@ Status check_memory_budget(const RunConfig& cfg, int world_size);
 // The activation bytes one Transformer allocates (model/transformer.cpp, allocate_activations) for a
 // micro-batch (B, T) over `layout` (its layer range and tp shard), with or without sequence parallelism.
 int64_t transformer_activation_bytes(const ModelConfig& cfg, const ParamLayout& layout, int64_t B, int64_t T,
-                                     bool sequence_parallel, const std::string& recompute = "none");
+                                     bool sequence_parallel, Recompute recompute = Recompute::none);
 
 std::string format_mib(int64_t bytes);  // "12.3"
 

@@ -24,7 +24,7 @@ ActDims act_dims(const ModelConfig& c, const ParamLayout& layout, int64_t B, int
 
 // The buffers allocate_activations makes, each as a number of floats (zero-sized ones allocate nothing).
 std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
-                                        bool sp, const std::string& recompute) {
+                                        bool sp, Recompute recompute) {
   const ActDims d = act_dims(c, layout, B, T, sp && layout.tp().size > 1);
   const bool first = layout.first_layer() == 0, last = layout.last_layer() == c.n_layer;
   const int64_t N = d.N, NS = d.NS, C = d.C;
@@ -42,7 +42,7 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
                            N * d.FC, N * d.F,   // fch, fch_act
                            NS * C});            // residual3
   };
-  if (recompute == "full") {
+  if (recompute == Recompute::full) {
     // Each layer keeps only its output (the next layer's input); the rest of one layer's tensors
     // are rebuilt in a shared set during backward.
     for (int l = 0; l < layers; ++l) f.push_back(NS * C);
@@ -50,7 +50,7 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
       layer_saved(f);
       f.pop_back();  // the shared set has no residual3
     }
-  } else if (recompute == "selective") {
+  } else if (recompute == Recompute::selective) {
     // The attention output and its row statistics are recomputed from qkv: one shared set.
     for (int l = 0; l < layers; ++l)
       f.insert(f.end(), {NS * C, NS, NS, N * d.Q, NS * C, NS * C, NS, NS, N * d.FC, N * d.F, NS * C});

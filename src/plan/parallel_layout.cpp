@@ -212,16 +212,12 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   layout.grid = GridShape{p.dp, p.pp, p.tp};
   layout.sequence_parallel = p.sequence_parallel;
   TS_RETURN_IF_ERROR(check_zero_stage(cfg));
-  TS_RETURN_IF_ERROR(parse_compression(cfg.comm.compression).status());
   TS_RETURN_IF_ERROR(check_refusals(cfg));
   TS_ASSIGN_OR_RETURN(const int grid_ranks, check_param_server(cfg, world_size));
   TS_RETURN_IF_ERROR(check_grid(layout.grid, grid_ranks));
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));
   TS_RETURN_IF_ERROR(check_sequence_parallel(cfg));
 
-  // The schedule key is read (a config built in code is not checked by the parser) but only used at pp >= 2.
-  Result<PipelineScheduleKind> kind = parse_pipeline_schedule(p.schedule);
-  if (!kind.ok()) return invalid_argument("parallel.schedule: " + kind.status().message());
   if (p.virtual_stages < 1)
     return invalid_argument("parallel.virtual_stages must be >= 1 (got " + str(p.virtual_stages) + ")");
   if (cfg.train.grad_accum < 1 || cfg.train.grad_accum > 1'000'000)
@@ -234,7 +230,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
                               ">= 2 with parallel.schedule = \"interleaved\", or parallel.virtual_stages = 1");
     layout.schedule = PipelineScheduleKind::one_f_one_b;
   } else {
-    layout.schedule = kind.value();
+    layout.schedule = p.schedule;
     TS_RETURN_IF_ERROR(check_schedule(cfg, layout.schedule, layout.pipe));
   }
   TS_ASSIGN_OR_RETURN(layout.split, plan_split(cfg, p.pp, p.virtual_stages));

@@ -9,10 +9,12 @@ namespace tessera {
 
 namespace {
 
-bool compresses(const RunConfig& c) { return c.comm.compression != "none"; }
-bool compresses_other_than_bf16(const RunConfig& c) { return compresses(c) && c.comm.compression != "bf16"; }
+bool compresses(const RunConfig& c) { return c.comm.compression != CompressionKind::none; }
+bool compresses_other_than_bf16(const RunConfig& c) {
+  return compresses(c) && c.comm.compression != CompressionKind::bf16;
+}
 bool parameter_server(const RunConfig& c) { return c.parallel.mode == "ps"; }
-bool fp16(const RunConfig& c) { return c.train.precision == "fp16"; }
+bool fp16(const RunConfig& c) { return c.train.precision == Precision::fp16; }
 
 const std::vector<Refusal>& table() {
   static const std::vector<Refusal> rows = {
@@ -38,7 +40,7 @@ const std::vector<Refusal>& table() {
        "set parallel.zero = 0, or parallel.mode = \"allreduce\""},
       {"parallel.mode = \"ps\" with comm.compression = \"powersgd\"",
        {"parallel.mode", "comm.compression"},
-       [](const RunConfig& c) { return parameter_server(c) && c.comm.compression == "powersgd"; },
+       [](const RunConfig& c) { return parameter_server(c) && c.comm.compression == CompressionKind::powersgd; },
        "a push is a flat range of the parameter buffer, not the matrices PowerSGD factors",
        "use comm.compression = \"bf16\", \"topk\" or \"onebit\""},
       {"parallel.mode = \"ps\" with train.precision = \"fp16\"",

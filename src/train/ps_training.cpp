@@ -21,7 +21,7 @@ PsRoles roles_of(const RunConfig& cfg) { return PsRoles{cfg.parallel.dp, cfg.ps.
 
 // How workers compress their pushes (comm.compression; PowerSGD is refused by plan_parallel_layout).
 Result<CompressionConfig> push_compression(const RunConfig& cfg) {
-  TS_ASSIGN_OR_RETURN(CompressionKind kind, parse_compression(cfg.comm.compression));
+  const CompressionKind kind = cfg.comm.compression;
   return CompressionConfig{kind, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
 }
 

@@ -104,8 +104,7 @@ Status initialise_parameters(const RunConfig& cfg, ParamStore& store) {
 
 // comm.* as the data-parallel gradient exchange takes it.
 Result<CompressionConfig> compression_config(const RunConfig& cfg) {
-  TS_ASSIGN_OR_RETURN(CompressionKind kind, parse_compression(cfg.comm.compression));
-  return CompressionConfig{kind, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
+  return CompressionConfig{cfg.comm.compression, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
 }
 
 LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
@@ -118,8 +117,8 @@ Status build_data_parallel_model(TrainingRun& run) {
   const ModelConfig& mc = cfg.model;
   run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc)));
   TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
-  TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
-  TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
+  const Recompute recompute = cfg.train.recompute;
+  const Precision precision = cfg.train.precision;
   run.model = std::make_unique<Transformer>(*run.backend, mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
   run.model->set_precision(precision);
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
@@ -186,8 +185,8 @@ Status build_model_parallel(TrainingRun& run) {
   auto sync = std::make_unique<ModelParallelSync>(groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
   TensorParallelHooks* hooks = run.tp_hooks.get();
-  TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
-  TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
+  const Recompute recompute = cfg.train.recompute;
+  const Precision precision = cfg.train.precision;
   auto configure = [s, hooks, zero, recompute, precision](int chunk, Transformer& model) {
     model.set_recompute(recompute);
     model.set_precision(precision);
@@ -211,7 +210,7 @@ Status build_model(TrainingRun& run) {
   if (is_param_server_rank(run.cfg, run.world.rank()))
     return build_param_server(run);  // a server rank: no model to run, no runner
   TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
-  if (run.cfg.train.precision == "fp16") {  // dynamic loss scaling keeps fp16 gradients in range
+  if (run.cfg.train.precision == Precision::fp16) {  // dynamic loss scaling keeps fp16 gradients in range
     run.scaler = std::make_unique<LossScaler>();
     run.runner->set_loss_scale(run.scaler->scale());
   }

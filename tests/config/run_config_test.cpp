@@ -270,7 +270,7 @@ TEST(RunConfig, TomlRoundTrip) {
 
 TEST(RunConfig, PipelineKeysDefaultsTomlAndOverrides) {
   RunConfig d = parse_ok(kMinimal);
-  EXPECT_EQ(d.parallel.schedule, "1f1b");
+  EXPECT_EQ(d.parallel.schedule, PipelineScheduleKind::one_f_one_b);
   EXPECT_EQ(d.parallel.virtual_stages, 1);
   EXPECT_TRUE(d.parallel.stage_layers.empty());
   EXPECT_FALSE(d.parallel.sequence_parallel);
@@ -280,7 +280,7 @@ TEST(RunConfig, PipelineKeysDefaultsTomlAndOverrides) {
 
   RunConfig c = parse_ok(kMinimal + "[parallel]\nschedule = \"interleaved\"\nvirtual_stages = 2\n"
                                     "stage_layers = [2, 3, 3]\nsequence_parallel = true\n");
-  EXPECT_EQ(c.parallel.schedule, "interleaved");
+  EXPECT_EQ(c.parallel.schedule, PipelineScheduleKind::interleaved);
   EXPECT_EQ(c.parallel.virtual_stages, 2);
   EXPECT_EQ(c.parallel.stage_layers, (std::vector<int64_t>{2, 3, 3}));
   EXPECT_TRUE(c.parallel.sequence_parallel);
@@ -297,7 +297,7 @@ TEST(RunConfig, PipelineKeysDefaultsTomlAndOverrides) {
   EXPECT_TRUE(parse_ok(kMinimal + "[parallel]\nstage_layers = [1]\n", {"parallel.stage_layers=[]"}).parallel.stage_layers.empty());
   RunConfig o = parse_ok(kMinimal, {"parallel.schedule=gpipe", "parallel.virtual_stages=3",
                                     "parallel.sequence_parallel=true"});
-  EXPECT_EQ(o.parallel.schedule, "gpipe");
+  EXPECT_EQ(o.parallel.schedule, PipelineScheduleKind::gpipe);
   EXPECT_EQ(o.parallel.virtual_stages, 3);
   EXPECT_TRUE(o.parallel.sequence_parallel);
 }

@@ -92,10 +92,10 @@ TEST(MemoryPlan, ActivationFormulaIsWhatTheTransformerAllocates) {
             Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32, rc);
             SequenceParallelShape hooks(tp - 1, tp);
             if (sp) model.set_tensor_parallel_hooks(&hooks);
-            const std::string mode(recompute_name(rc));
             EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
-                      transformer_activation_bytes(mc, store.layout(), 2, 32, sp, mode))
-                << preset << " layers [" << first << "," << last << ") tp " << tp << " sp " << sp << " " << mode;
+                      transformer_activation_bytes(mc, store.layout(), 2, 32, sp, rc))
+                << preset << " layers [" << first << "," << last << ") tp " << tp << " sp " << sp << " "
+                << recompute_name(rc);
           }
         }
   }
