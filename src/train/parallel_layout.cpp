@@ -152,17 +152,18 @@ Status check_zero(const RunConfig& cfg) {
   return Status::ok_status();
 }
 
-// The parameter server (parallel.mode = "ps") replaces the all-reduce of whole replicas: workers
-// hold whole models, servers the shards. Returns the number of ranks the grid (the workers) spans.
+// The parameter server (parallel.mode = "ps") replaces the all-reduce over the dp replicas: each
+// replica (dp x tp x pp worker ranks, the first of the world) pushes to the servers (the last
+// ps.servers ranks), which shard every model-parallel position's buffers. Returns the number of
+// ranks the grid (the workers) spans.
 Result<int> check_param_server(const RunConfig& cfg, int world_size) {
   const ParallelConfig& p = cfg.parallel;
   if (p.mode != "ps") return world_size;
   const int S = cfg.ps.servers;
-  if (p.tp != 1 || p.pp != 1 || p.zero != 0)
-    return invalid_argument("parallel.mode = \"ps\" (parameter server) runs whole model replicas on the workers, but "
-                            "parallel.tp = " + str(p.tp) + ", parallel.pp = " + str(p.pp) + ", parallel.zero = " +
-                            str(p.zero) + ": set parallel.tp = 1, parallel.pp = 1 and parallel.zero = 0 (the servers "
-                            "already shard the parameters and optimizer state), or parallel.mode = \"allreduce\"");
+  if (p.zero != 0)
+    return invalid_argument("parallel.mode = \"ps\" (parameter server) with parallel.zero = " + str(p.zero) +
+                            " is not supported: the servers already shard the parameters and optimizer state; set "
+                            "parallel.zero = 0, or parallel.mode = \"allreduce\"");
   if (cfg.comm.compression == "powersgd")
     return invalid_argument("parallel.mode = \"ps\" with comm.compression = \"powersgd\" is not supported (a push is a "
                             "flat range of the parameter buffer, not the matrices PowerSGD factors): use "
@@ -174,12 +175,19 @@ Result<int> check_param_server(const RunConfig& cfg, int world_size) {
     return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + str(S) + " needs at least " + str(S + 1) +
                             " ranks (the last " + str(S) + " serve, the rest are workers) but the job has " +
                             str(world_size) + ": launch more ranks or lower ps.servers");
-  if (p.dp != world_size - S)
+  const int workers = world_size - S, mp = p.tp * p.pp;
+  if (p.dp * mp != workers) {
+    const std::string replicas = mp == 1 ? "parallel.dp = " + str(p.dp)
+                                         : "parallel.dp x parallel.tp x parallel.pp = " + str(p.dp) + " x " + str(p.tp) +
+                                               " x " + str(p.pp) + " = " + str(p.dp * mp);
+    const std::string fix = workers % mp == 0 ? "set parallel.dp = " + str(workers / mp) + ", or launch"
+                                              : "launch";
     return invalid_argument("parallel.mode = \"ps\": " + str(world_size) + " ranks with ps.servers = " + str(S) +
-                            " leave " + str(world_size - S) + " workers but parallel.dp = " + str(p.dp) +
-                            " (dp counts the workers): set parallel.dp = " + str(world_size - S) +
-                            ", or launch with mpirun -np " + str(p.dp + S));
-  return world_size - S;
+                            " leave " + str(workers) + " workers but " + replicas + " (dp counts the workers" +
+                            (mp == 1 ? "" : "' replicas of parallel.tp x parallel.pp ranks each") + "): " + fix +
+                            " with mpirun -np " + str(p.dp * mp + S));
+  }
+  return workers;
 }
 
 // comm.compression: where the compressed data-parallel exchange can run (parallel/compression_sync.h).
