@@ -77,7 +77,7 @@ int run_plan(const PlanArgs& a) {
   int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
   if (world == 0 && a.ranks <= 0) {  // parallel.dp = 0 fills the job: without --ranks, plan one replica
     const bool ps = cfg->parallel.mode == "ps";
-    world = ps ? cfg->ps.servers + 1 : cfg->parallel.tp * cfg->parallel.pp;
+    world = (ps ? cfg->ps.servers : 0) + cfg->parallel.tp * cfg->parallel.pp;
     cfg = load_run_config_for_world(a.config, a.overrides, world);
     if (!cfg.ok()) return fail(cfg.status());
     if (!a.json)
@@ -86,16 +86,19 @@ int run_plan(const PlanArgs& a) {
   }
   if (a.ranks > 0 && a.ranks != world) {
     const int mp = cfg->parallel.tp * cfg->parallel.pp;
-    if (a.ranks % mp != 0)
-      return fail("--ranks " + std::to_string(a.ranks) + " is not a multiple of parallel.tp x parallel.pp = " +
-                  std::to_string(mp) + ": pass --ranks " + std::to_string(mp) + " x dp, or change parallel.tp/pp");
+    const int servers = cfg->parallel.mode == "ps" ? static_cast<int>(cfg->ps.servers) : 0;  // not replicas
+    if (a.ranks <= servers || (a.ranks - servers) % mp != 0)
+      return fail("--ranks " + std::to_string(a.ranks) + (servers ? " less ps.servers = " + std::to_string(servers) : "") +
+                  " is not a multiple of parallel.tp x parallel.pp = " + std::to_string(mp) + ": pass --ranks " +
+                  (servers ? std::to_string(servers) + " + " : "") + std::to_string(mp) +
+                  " x dp, or change parallel.tp/pp");
     // The same as `parallel.dp=N/(tp*pp)` on the command line (train.batch_tokens re-derived if not set).
     std::vector<std::string> o = a.overrides;
-    o.push_back("parallel.dp=" + std::to_string(a.ranks / mp));
+    o.push_back("parallel.dp=" + std::to_string((a.ranks - servers) / mp));
     cfg = load_run_config(a.config, o);
     if (!cfg.ok()) return fail(cfg.status());
     world = a.ranks;
-    if (!a.json) std::printf("--ranks %d: parallel.dp = %d\n", a.ranks, a.ranks / mp);
+    if (!a.json) std::printf("--ranks %d: parallel.dp = %d\n", a.ranks, (a.ranks - servers) / mp);
   }
   const RunConfig& c = *cfg;
   auto plan = plan_memory(c, world);

@@ -419,12 +419,20 @@ Result<RunConfig> load_run_config_for_world(const std::string& path, const std::
   TS_ASSIGN_OR_RETURN(RunConfig cfg, load_run_config(path, overrides));
   if (cfg.parallel.dp != 0) return cfg;
   int dp = 0;
-  if (cfg.parallel.mode == "ps") {  // the last ps.servers ranks serve; every other rank is a worker
+  if (cfg.parallel.mode == "ps") {  // the last ps.servers ranks serve; the others are tp x pp worker replicas
     if (world_size <= cfg.ps.servers)
       return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + std::to_string(cfg.ps.servers) +
                               " needs at least " + std::to_string(cfg.ps.servers + 1) + " ranks but the job has " +
                               std::to_string(world_size) + ": launch more ranks or lower ps.servers");
-    dp = world_size - static_cast<int>(cfg.ps.servers);
+    const int workers = world_size - static_cast<int>(cfg.ps.servers), mp = cfg.parallel.tp * cfg.parallel.pp;
+    if (workers % mp != 0)
+      return invalid_argument("parallel.dp = 0 (the default) fills the job with parameter-server workers, but " +
+                              std::to_string(world_size) + " ranks less ps.servers = " + std::to_string(cfg.ps.servers) +
+                              " leave " + std::to_string(workers) + " workers, not a multiple of parallel.tp x "
+                              "parallel.pp = " + std::to_string(mp) + ": launch ps.servers + a multiple of " +
+                              std::to_string(mp) + " ranks, or set ps.servers = " +
+                              std::to_string(cfg.ps.servers + workers % mp));
+    dp = workers / mp;
   } else {
     const int mp = cfg.parallel.tp * cfg.parallel.pp;
     if (world_size < mp || world_size % mp != 0)

@@ -8,6 +8,7 @@
 
 #include "backend/ops.h"
 #include "core/log.h"
+#include "parallel/param_server_replica.h"
 
 namespace tessera {
 
@@ -22,39 +23,88 @@ void leak(std::unique_ptr<T>& p) {
 }
 }  // namespace
 
-// What the server keeps per worker.
+// One shard: a server's range of one chunk buffer of one model-parallel position, and its AdamW.
+struct ParamServer::Unit {
+  Unit(ParamStore& s, FlatRange r, const AdamWConfig& optim)
+      : store(s), range(r), opt(s.layout(), optim, r.begin, r.end) {}
+  ParamStore& store;
+  FlatRange range;
+  AdamW opt;
+  std::vector<FlatRange> counted;  // the parts of `range` (relative to its begin) the norm counts
+  std::vector<float> sum;          // sync: the averaged gradient of the shard
+};
+
+// What the server keeps per worker; [c]: chunk c of its position.
 struct ParamServer::Slot {
+  int position = 0;
   bool live = true;
   bool posted = false;   // the receives of the next push are posted
   bool arrived = false;  // sync: its push of the current step is in `grads`
   bool pending = false;  // its push is applied (sync: averaged) but not yet answered
   int64_t step = 0;      // steps it has completed (pushed)
   PushHeader push;
-  std::vector<float> grads;  // the received gradient range
-  std::vector<uint8_t> wire;  // the received compressed push (with a compressor)
-  std::unique_ptr<Work> recv_header, recv_data;
+  std::vector<std::vector<float>> grads;   // the received gradient ranges
+  std::vector<std::vector<uint8_t>> wire;  // the received compressed pushes (with a compressor)
+  std::unique_ptr<Work> recv_header;
+  std::vector<std::unique_ptr<Work>> recv_data;
   int64_t applied_version = 0;  // this server's version once its push was applied
   double last_heard = 0;
   ReplyHeader reply;
-  std::vector<float> out;  // the parameters of the answer (a copy: later pushes change the shard)
-  std::unique_ptr<Work> send_header, send_data;
+  std::vector<std::vector<float>> out;  // the parameters of the answer (a copy: later pushes change the shard)
+  std::unique_ptr<Work> send_header;
+  std::vector<std::unique_ptr<Work>> send_data;
 };
 
+namespace {
+// [0, range) minus the tensors the norm does not count: a whole range when every tensor counts,
+// so a plain data-parallel run sums its squares exactly as before.
+std::vector<FlatRange> counted_parts(const ParamLayout& layout, FlatRange range) {
+  std::vector<FlatRange> out{{0, range.numel()}};
+  for (const ParamInfo& p : layout.params()) {
+    if (counts_towards_norm(layout, p)) continue;
+    const int64_t lo = std::max(p.offset, range.begin) - range.begin;
+    const int64_t hi = std::min(p.offset + p.numel, range.end) - range.begin;
+    if (hi <= lo) continue;
+    std::vector<FlatRange> cut;
+    for (const FlatRange& r : out) {
+      if (r.begin < lo) cut.push_back({r.begin, std::min(r.end, lo)});
+      if (r.end > hi) cut.push_back({std::max(r.begin, hi), r.end});
+    }
+    out = std::move(cut);
+  }
+  return out;
+}
+}  // namespace
+
 ParamServer::ParamServer(const PsRoles& roles, int index, Communicator& servers,
-                         std::vector<std::unique_ptr<Communicator>> links, ParamStore& store,
-                         const AdamWConfig& optim, const CompressionConfig& compression)
-    : roles_(roles), index_(index), servers_(servers), links_(std::move(links)), store_(store),
-      range_(roles.shard(index, store.numel())), opt_(store.layout(), optim, range_.begin, range_.end) {
-  push_bytes_ = range_.numel() * static_cast<int64_t>(sizeof(float));
-  if (compression.kind != CompressionKind::none) {
-    compressor_ = make_compressor(compression);
-    push_bytes_ = compressor_->payload_bytes(range_.numel());
+                         std::vector<std::unique_ptr<Communicator>> links,
+                         std::vector<std::vector<ParamStore*>> positions, const AdamWConfig& optim,
+                         const CompressionConfig& compression)
+    : roles_(roles), index_(index), servers_(servers), links_(std::move(links)) {
+  if (compression.kind != CompressionKind::none) compressor_ = make_compressor(compression);
+  for (const std::vector<ParamStore*>& chunks : positions) {
+    units_.emplace_back();
+    int64_t bytes = 0;
+    for (ParamStore* store : chunks) {
+      auto u = std::make_unique<Unit>(*store, roles.shard(index, store->numel()), optim);
+      u->counted = counted_parts(store->layout(), u->range);
+      bytes += compressor_ ? compressor_->payload_bytes(u->range.numel())
+                           : u->range.numel() * static_cast<int64_t>(sizeof(float));
+      units_.back().push_back(std::move(u));
+    }
+    push_bytes_.push_back(bytes);
   }
   for (int w = 0; w < roles_.workers; ++w) {
     auto s = std::make_unique<Slot>();
-    s->grads.resize(static_cast<size_t>(range_.numel()));
-    if (compressor_) s->wire.resize(static_cast<size_t>(push_bytes_));
-    s->out.resize(static_cast<size_t>(range_.numel()));
+    s->position = roles_.position_of(w);
+    for (const auto& u : units_.at(static_cast<size_t>(s->position))) {
+      const auto n = static_cast<size_t>(u->range.numel());
+      s->grads.emplace_back(n);
+      if (compressor_) s->wire.emplace_back(static_cast<size_t>(compressor_->payload_bytes(u->range.numel())));
+      s->out.emplace_back(n);
+    }
+    s->recv_data.resize(s->grads.size());
+    s->send_data.resize(s->grads.size());
     slots_.push_back(std::move(s));
   }
 }
@@ -63,10 +113,19 @@ ParamServer::~ParamServer() {
   for (size_t w = 0; w < slots_.size(); ++w) {
     Slot& s = *slots_[w];
     if (s.live) continue;
-    for (auto* p : {&s.recv_header, &s.recv_data, &s.send_header, &s.send_data}) leak(*p);
+    for (auto* p : {&s.recv_header, &s.send_header}) leak(*p);
+    for (auto* v : {&s.recv_data, &s.send_data})
+      for (auto& p : *v) leak(p);
     leak(links_[w]);
   }
   if (log_) std::fclose(log_);
+}
+
+std::vector<OwnedState> ParamServer::owned_state() {
+  std::vector<OwnedState> out;
+  for (const auto& chunks : units_)
+    for (const auto& u : chunks) out.push_back({static_cast<int>(out.size()), &u->opt, u->range});
+  return out;
 }
 
 Status ParamServer::not_a_worker() {
@@ -88,66 +147,98 @@ int64_t ParamServer::slowest() const {
   return m == INT64_MAX ? 0 : m;
 }
 
+// The updates a position's shards have taken (its chunks step together).
+int64_t ParamServer::version_of(int position) const {
+  return units_[static_cast<size_t>(position)].front()->opt.steps_taken();
+}
+
 void ParamServer::post(int w) {
   Slot& s = *slots_[static_cast<size_t>(w)];
   Communicator& link = *links_[static_cast<size_t>(w)];
   s.recv_header = std::make_unique<Work>(link.recv_async(&s.push, sizeof(PushHeader), DType::u8, 0, kPushHeaderTag));
-  s.recv_data = std::make_unique<Work>(
-      compressor_ ? link.recv_async(s.wire.data(), push_bytes_, DType::u8, 0, kPushDataTag)
-                  : link.recv_async(s.grads.data(), range_.numel(), DType::f32, 0, kPushDataTag));
+  for (size_t c = 0; c < s.grads.size(); ++c)
+    s.recv_data[c] = std::make_unique<Work>(
+        compressor_ ? link.recv_async(s.wire[c].data(), static_cast<int64_t>(s.wire[c].size()), DType::u8, 0, kPushDataTag)
+                    : link.recv_async(s.grads[c].data(), static_cast<int64_t>(s.grads[c].size()), DType::f32, 0,
+                                      kPushDataTag));
   s.posted = true;
 }
 
 // true once worker w's posted push has fully arrived; an error names the worker.
 Result<bool> ParamServer::poll(int w) {
   Slot& s = *slots_[static_cast<size_t>(w)];
-  if (!s.recv_header->test() || !s.recv_data->test()) return false;
+  if (!s.recv_header->test()) return false;
+  for (auto& work : s.recv_data)
+    if (!work->test()) return false;
   s.posted = false;
-  for (Work* work : {s.recv_header.get(), s.recv_data.get()}) {
+  std::vector<Work*> works{s.recv_header.get()};
+  for (auto& work : s.recv_data) works.push_back(work.get());
+  for (Work* work : works) {
     Status st = work->wait();  // already complete: returns its status
     if (!st.ok())
       return Status(st.code(), "parameter server " + std::to_string(index_) + ": the push of " + worker_name(w) +
                                    " after its step " + std::to_string(s.step) + " failed: " + st.message());
   }
-  if (s.push.payload_bytes != push_bytes_)
+  const int64_t expected = push_bytes_[static_cast<size_t>(s.position)];
+  if (s.push.payload_bytes != expected)
     return internal_error("parameter server " + std::to_string(index_) + ": " + worker_name(w) + " pushed " +
-                          std::to_string(s.push.payload_bytes) + " bytes where " + std::to_string(push_bytes_) +
+                          std::to_string(s.push.payload_bytes) + " bytes where " + std::to_string(expected) +
                           " were expected (workers and servers built different models or compressors?)");
-  if (compressor_) {  // decompressed once, here: the sync average and the async update read `grads`
-    std::fill(s.grads.begin(), s.grads.end(), 0.f);
-    compressor_->accumulate(s.wire.data(), range_.numel(), 1.f, s.grads.data());
-  }
+  if (compressor_)  // decompressed once, here: the sync average and the async update read `grads`
+    for (size_t c = 0; c < s.grads.size(); ++c) {
+      std::fill(s.grads[c].begin(), s.grads[c].end(), 0.f);
+      compressor_->accumulate(s.wire[c].data(), static_cast<int64_t>(s.grads[c].size()), 1.f, s.grads[c].data());
+    }
   ++s.step;
   s.last_heard = now_s();
   return true;
 }
 
-void ParamServer::apply(const float* grads, float lr) { opt_.step_with_range_grads(store_.params(), grads, lr); }
+// Async modes: worker w's push applied to its position's shards at once.
+void ParamServer::apply_push(int w, float lr) {
+  Slot& s = *slots_[static_cast<size_t>(w)];
+  const auto& chunks = units_[static_cast<size_t>(s.position)];
+  for (size_t c = 0; c < chunks.size(); ++c) chunks[c]->opt.step_with_range_grads(chunks[c]->store.params(), s.grads[c].data(), lr);
+}
 
-// Averages the live workers' pushes of this step in worker order, clips by the global norm and applies.
+// Averages each position's live workers' pushes of this step in worker order, clips by the global
+// norm and applies.
 Status ParamServer::apply_sync_step() {
-  const int64_t n = range_.numel();
-  const int workers = live_workers();
-  sum_.assign(static_cast<size_t>(n), 0.f);
-  for (const auto& s : slots_) {
-    if (!s->live) continue;
-    const float* g = s->grads.data();
-    float* acc = sum_.data();
-    for (int64_t i = 0; i < n; ++i) acc[i] += g[i];
+  double total = 0;
+  for (size_t p = 0; p < units_.size(); ++p) {
+    int members = 0;
+    for (const auto& s : slots_) members += s->live && s->position == static_cast<int>(p);
+    for (size_t c = 0; c < units_[p].size(); ++c) {
+      Unit& u = *units_[p][c];
+      const int64_t n = u.range.numel();
+      u.sum.assign(static_cast<size_t>(n), 0.f);
+      for (const auto& s : slots_) {
+        if (!s->live || s->position != static_cast<int>(p)) continue;
+        const float* g = s->grads[c].data();
+        float* acc = u.sum.data();
+        for (int64_t i = 0; i < n; ++i) acc[i] += g[i];
+      }
+      if (members == 0) continue;  // (sync mode drops nobody: an error ends the run first)
+      ops::scale_inplace(u.sum.data(), n, 1.f / static_cast<float>(members));
+      for (const FlatRange& r : u.counted) total += ops::sum_of_squares(u.sum.data() + r.begin, r.numel());
+    }
   }
-  ops::scale_inplace(sum_.data(), n, 1.f / static_cast<float>(workers));
-  float sq = static_cast<float>(ops::sum_of_squares(sum_.data(), n));
+  float sq = static_cast<float>(total);
   if (servers_.size() > 1) TS_RETURN_IF_ERROR(servers_.all_reduce_async(&sq, &sq, 1, DType::f32, ReduceOp::sum).wait());
   const double norm = std::sqrt(static_cast<double>(sq));
-  if (o_.grad_clip > 0 && norm > o_.grad_clip)
-    ops::scale_inplace(sum_.data(), n, static_cast<float>(o_.grad_clip / (norm + 1e-6)));
+  const bool clip = o_.grad_clip > 0 && norm > o_.grad_clip;
   last_norm_ = norm;
-  apply(sum_.data(), o_.lr(slots_.front()->step));
+  const float lr = o_.lr(slots_.front()->step);
+  for (auto& chunks : units_)
+    for (auto& u : chunks) {
+      if (clip) ops::scale_inplace(u->sum.data(), u->range.numel(), static_cast<float>(o_.grad_clip / (norm + 1e-6)));
+      u->opt.step_with_range_grads(u->store.params(), u->sum.data(), lr);
+    }
   for (auto& s : slots_) {
     if (!s->live) continue;
     s->arrived = false;
     s->pending = true;
-    s->applied_version = opt_.steps_taken();
+    s->applied_version = version_of(s->position);
   }
   return Status::ok_status();
 }
@@ -159,16 +250,21 @@ bool ParamServer::may_answer(int w) const {
   return true;
 }
 
-// Sends worker w the shard (a copy) and, unless it is done, posts the receives of its next push.
+// Sends worker w its position's shards (copies) and, unless it is done, posts the receives of its next push.
 Status ParamServer::answer(int w) {
   Slot& s = *slots_[static_cast<size_t>(w)];
   Communicator& link = *links_[static_cast<size_t>(w)];
-  for (auto* p : {&s.send_header, &s.send_data})
-    if (*p) TS_RETURN_IF_ERROR((*p)->wait());
-  std::copy_n(store_.params() + range_.begin, range_.numel(), s.out.data());
-  s.reply = ReplyHeader{opt_.steps_taken(), s.step, o_.consistency == PsConsistency::sync ? last_norm_ : 0.0, 0};
+  if (s.send_header) TS_RETURN_IF_ERROR(s.send_header->wait());
+  for (auto& p : s.send_data)
+    if (p) TS_RETURN_IF_ERROR(p->wait());
+  const auto& chunks = units_[static_cast<size_t>(s.position)];
+  s.reply = ReplyHeader{version_of(s.position), s.step, o_.consistency == PsConsistency::sync ? last_norm_ : 0.0, 0};
   s.send_header = std::make_unique<Work>(link.send_async(&s.reply, sizeof(ReplyHeader), DType::u8, 0, kReplyHeaderTag));
-  s.send_data = std::make_unique<Work>(link.send_async(s.out.data(), range_.numel(), DType::f32, 0, kReplyDataTag));
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const Unit& u = *chunks[c];
+    std::copy_n(u.store.params() + u.range.begin, u.range.numel(), s.out[c].data());
+    s.send_data[c] = std::make_unique<Work>(link.send_async(s.out[c].data(), u.range.numel(), DType::f32, 0, kReplyDataTag));
+  }
   if (s.pending && log_) {
     std::fprintf(log_,
                  "{\"server\": %d, \"worker\": %d, \"step\": %lld, \"read_version\": %lld, \"applied_version\": %lld, "
@@ -192,8 +288,9 @@ void ParamServer::drop(int w, const std::string& why) {
 Status ParamServer::wait_sends() {
   for (auto& s : slots_) {
     if (!s->live) continue;
-    for (auto* p : {&s->send_header, &s->send_data})
-      if (*p) TS_RETURN_IF_ERROR((*p)->wait());
+    if (s->send_header) TS_RETURN_IF_ERROR(s->send_header->wait());
+    for (auto& p : s->send_data)
+      if (p) TS_RETURN_IF_ERROR(p->wait());
   }
   return Status::ok_status();
 }
@@ -237,8 +334,8 @@ Status ParamServer::serve(const ParamServerOptions& options) {
       if (sync) {
         s.arrived = true;
       } else {
-        apply(s.grads.data(), o_.lr(s.step));
-        s.applied_version = opt_.steps_taken();
+        apply_push(w, o_.lr(s.step));
+        s.applied_version = version_of(s.position);
         s.pending = true;
       }
     }

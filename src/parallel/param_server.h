@@ -1,9 +1,13 @@
-// ParamServer: one server rank of a parameter-server run. It holds one contiguous shard of the
-// flat parameter buffer (PsRoles::shard) with the AdamW moments of that shard, and serve() answers
-// the workers' pushes (param_server_protocol.h) until every live worker has completed the last step:
-//   sync   waits for every worker's push of step t, averages them (in worker order, so reruns are
-//          bitwise equal), clips by the global norm (the servers sum their shards' squares) and
-//          applies one AdamW step, then answers every worker: all-reduce data parallelism.
+// ParamServer: one server rank of a parameter-server run. For every model-parallel position of the
+// workers' grid (pp, tp) and each of its chunks, it holds one contiguous shard of the chunk's flat
+// parameter buffer (PsRoles::shard) with the AdamW moments of that shard (a "unit"), and serve()
+// answers the workers' pushes (param_server_protocol.h) until every live worker has completed the
+// last step:
+//   sync   waits for every worker's push of step t, averages each position's pushes over its dp
+//          workers (in worker order, so reruns are bitwise equal), clips by the global norm (the
+//          servers sum their shards' squares, each element of the model counted once:
+//          counts_towards_norm) and applies one AdamW step per unit, then answers every worker:
+//          all-reduce data parallelism.
 //   async  applies each push as it arrives (lr of the pushing worker's step) and answers at once.
 //   ssp    as async, but withholds the answer to a worker that has completed step t until the
 //          slowest live worker has completed t - staleness.
@@ -52,12 +56,14 @@ struct ParamServerOptions {
 class ParamServer final : public GradientSync {
  public:
   // index: this server's index (0..S-1); servers: the group of server ranks (norm exchange);
-  // links: every worker's link (make_ps_links). store: the whole model's layout (only the shard is
-  // kept up to date); AdamW covers the shard.
+  // links: every worker's link (make_ps_links). positions[p]: the chunk stores of position p
+  // (roles.position_of), each laid out as that position's workers lay it out (only the shard is
+  // kept up to date); one AdamW per unit covers the shard. owned_state() numbers the units
+  // position-major (chunk = p * V + c): the caller's run.stores must hold them in that order.
   // compression: what the workers compress their pushes with (none: f32 gradient ranges).
   ParamServer(const PsRoles& roles, int index, Communicator& servers,
-              std::vector<std::unique_ptr<Communicator>> links, ParamStore& store, const AdamWConfig& optim,
-              const CompressionConfig& compression = {});
+              std::vector<std::unique_ptr<Communicator>> links, std::vector<std::vector<ParamStore*>> positions,
+              const AdamWConfig& optim, const CompressionConfig& compression = {});
   ~ParamServer() override;
 
   std::string_view name() const override { return "param_server"; }
@@ -71,22 +77,23 @@ class ParamServer final : public GradientSync {
   Status gather_parameters() override { return Status::ok_status(); }
   Status average_over_replicas(float*, int64_t) override { return Status::ok_status(); }
   Status verify_replicas(std::string_view) override { return Status::ok_status(); }
-  std::vector<OwnedState> owned_state() override { return {{0, &opt_, range_}}; }
+  std::vector<OwnedState> owned_state() override;
   double exposed_wait_s() const override { return 0; }
   void set_trace(TraceFn) override {}
 
   // Answers pushes until every live worker has completed options.final_step.
   Status serve(const ParamServerOptions& options);
-  const FlatRange& range() const { return range_; }
   int live_workers() const;
 
  private:
   struct Slot;
+  struct Unit;
   static Status not_a_worker();
   std::string worker_name(int w) const;
   void post(int w);
   Result<bool> poll(int w);
-  void apply(const float* grads, float lr);
+  int64_t version_of(int position) const;
+  void apply_push(int w, float lr);
   Status apply_sync_step();
   Status answer(int w);
   bool may_answer(int w) const;
@@ -98,13 +105,10 @@ class ParamServer final : public GradientSync {
   int index_;
   Communicator& servers_;
   std::vector<std::unique_ptr<Communicator>> links_;
-  ParamStore& store_;
-  FlatRange range_;
-  AdamW opt_;
+  std::vector<std::vector<std::unique_ptr<Unit>>> units_;  // [position][chunk]
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<float> sum_;  // sync: the averaged gradient of the shard
   std::unique_ptr<Compressor> compressor_;  // null: pushes arrive as f32
-  int64_t push_bytes_ = 0;                  // bytes of one worker's push of this shard
+  std::vector<int64_t> push_bytes_;         // per position: bytes of one worker's push to this server
   double last_norm_ = 0;
   ParamServerOptions o_;
   std::FILE* log_ = nullptr;

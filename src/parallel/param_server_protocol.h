@@ -1,15 +1,20 @@
 // The parameter server's roles, shards and wire messages, shared by the server (param_server.h) and
 // the worker (param_server_worker.h). World = W worker ranks [0, W) then S server ranks [W, W + S):
 // world rank 0 stays a worker, so it keeps printing, writing metrics and the checkpoint manifest.
-// Server s holds elements [numel * s / S, numel * (s + 1) / S) of the flat parameter buffer.
+// The workers form a dp x pp x tp grid (comm/grid.h order over worker ranks); each model-parallel
+// position (pp, tp) holds its own chunks' flat buffers (V chunks under the interleaved schedule),
+// and server s holds elements [numel * s / S, numel * (s + 1) / S) of every position's every
+// chunk buffer, so a worker talks to each server about its own position's ranges only.
 //
 // Each worker w talks to the servers over its own communicator ("link" w: the worker is rank 0,
 // server s is rank 1 + s). A worker that dies breaks only its own link: a server can drop it and
 // keep serving the others (a timed-out op leaves its communicator unusable, see communicator.h).
 //
 // One step of worker w, per server s (the messages of one push go out before any reply is awaited):
-//   worker -> server  PushHeader (tag kPushHeaderTag), then its gradient range (f32, kPushDataTag)
-//   server -> worker  ReplyHeader (kReplyHeaderTag), then the server's parameter range (kReplyDataTag)
+//   worker -> server  PushHeader (tag kPushHeaderTag), then its gradient range of each chunk in
+//                     chunk order (f32, kPushDataTag: MPI keeps their order)
+//   server -> worker  ReplyHeader (kReplyHeaderTag), then the server's parameter range of each
+//                     chunk (kReplyDataTag)
 // The reply's parameters are what the worker computes its next step on. At start-up every server
 // sends each worker a ReplyHeader + range without a push (the initial or resumed parameters).
 #pragma once
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/grid.h"
 #include "core/status.h"
 #include "parallel/gradient_sync.h"
 
@@ -35,6 +41,16 @@ Result<PsConsistency> parse_ps_consistency(std::string_view name);
 
 struct PsRoles {
   int workers = 1, servers = 1;
+  GridShape grid;  // the workers' grid: workers == grid.world_size()
+  PsRoles() = default;
+  PsRoles(int w, int s) : workers(w), servers(s), grid{w, 1, 1} {}
+  PsRoles(const GridShape& g, int s) : workers(g.world_size()), servers(s), grid(g) {}
+  // Model-parallel positions (pp, tp) and the one worker w occupies: index pp * tp_size + tp.
+  int positions() const { return grid.pp * grid.tp; }
+  int position_of(int worker) const {
+    const GridCoord c = grid_coord(grid, worker);
+    return c.pp * grid.tp + c.tp;
+  }
   bool is_server(int world_rank) const { return world_rank >= workers; }
   int server_index(int world_rank) const { return world_rank - workers; }
   int server_world_rank(int s) const { return workers + s; }
@@ -50,7 +66,7 @@ inline constexpr int kPushHeaderTag = 711, kPushDataTag = 712, kReplyHeaderTag =
 struct PushHeader {
   int64_t read_version = 0;  // server version of the parameters this gradient was computed on
   int64_t clipped = 0;       // 1: the worker clipped its gradient itself (async modes)
-  int64_t payload_bytes = 0; // bytes of the data message that follows (f32: 4 x range; compressed: less)
+  int64_t payload_bytes = 0; // bytes of the data messages that follow (f32: 4 x ranges; compressed: less)
   int64_t reserved = 0;
 };
 struct ReplyHeader {

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backend/ops.h"
 #include "comm/agreement.h"
+#include "parallel/param_server_replica.h"
 
 namespace tessera {
 
@@ -15,19 +17,26 @@ double now_s() {
 }  // namespace
 
 ParamServerWorker::ParamServerWorker(const PsRoles& roles, PsConsistency consistency,
-                                     std::unique_ptr<Communicator> link, Communicator& workers,
-                                     std::unique_ptr<Communicator> solo, ParamStore& store, const AdamWConfig& optim,
-                                     float grad_clip, const CompressionConfig& compression)
-    : roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), workers_(workers),
-      solo_(std::move(solo)), store_(store),
-      step_count_(store.layout(), optim, 0, 0), grad_clip_(grad_clip),
+                                     std::unique_ptr<Communicator> link, const ModelParallelGroups& groups,
+                                     std::unique_ptr<Communicator> solo, std::vector<ParamStore*> chunks,
+                                     const AdamWConfig& optim, float grad_clip, const CompressionConfig& compression)
+    : roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), groups_(groups),
+      model_parallel_(groups.tp->size() > 1 || groups.pp->size() > 1), solo_(std::move(solo)),
+      chunks_(std::move(chunks)), step_count_(chunks_.front()->layout(), optim, 0, 0), grad_clip_(grad_clip),
       push_(static_cast<size_t>(roles.servers)), reply_(static_cast<size_t>(roles.servers)) {
-  for (int s = 0; s < roles.servers; ++s) ranges_.push_back(roles.shard(s, store.numel()));
+  for (int s = 0; s < roles.servers; ++s) {
+    ranges_.emplace_back();
+    for (ParamStore* c : chunks_) ranges_.back().push_back(roles.shard(s, c->numel()));
+  }
   if (compression.kind == CompressionKind::none) return;
   compressor_ = make_compressor(compression);
-  for (const FlatRange& r : ranges_) {
-    residual_.emplace_back(static_cast<size_t>(r.numel()), 0.f);
-    wire_.emplace_back(static_cast<size_t>(compressor_->payload_bytes(r.numel())));
+  for (const std::vector<FlatRange>& per_chunk : ranges_) {
+    residual_.emplace_back();
+    wire_.emplace_back();
+    for (const FlatRange& r : per_chunk) {
+      residual_.back().emplace_back(static_cast<size_t>(r.numel()), 0.f);
+      wire_.back().emplace_back(static_cast<size_t>(compressor_->payload_bytes(r.numel())));
+    }
   }
 }
 
@@ -35,66 +44,90 @@ std::string ParamServerWorker::server_name(int s) const {
   return "parameter server " + std::to_string(s) + " (world rank " + std::to_string(roles_.server_world_rank(s)) + ")";
 }
 
+// The receives of server s's answer: its header, then its range of each chunk's parameters.
+void ParamServerWorker::post_replies(int s) {
+  pending_.emplace_back(s, link_.recv_async(&reply_[static_cast<size_t>(s)], sizeof(ReplyHeader), DType::u8, 1 + s,
+                                            kReplyHeaderTag));
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const FlatRange& r = ranges_[static_cast<size_t>(s)][c];
+    pending_.emplace_back(s, link_.recv_async(chunks_[c]->params() + r.begin, r.numel(), DType::f32, 1 + s,
+                                              kReplyDataTag));
+  }
+}
+
 Status ParamServerWorker::wait_replies(const char* what) {
   Status first;
-  // Two sends (pushes only) and two receives per server, in server order.
-  for (size_t i = 0; i < recvs_.size(); ++i) {
-    for (Work* w : {i < sends_.size() ? &sends_[i] : nullptr, &recvs_[i]}) {
-      if (!w) continue;
-      Status st = w->wait();
-      if (!st.ok() && first.ok())
-        first = Status(st.code(), server_name(static_cast<int>(i / 2)) + " did not answer " + what + ": " +
-                                      st.message() +
-                                      " (a dead or stuck server; restart the job from its last checkpoint with --resume)");
-    }
+  for (auto& [s, work] : pending_) {
+    Status st = work.wait();
+    if (!st.ok() && first.ok())
+      first = Status(st.code(), server_name(s) + " did not answer " + what + ": " + st.message() +
+                                    " (a dead or stuck server; restart the job from its last checkpoint with --resume)");
   }
-  sends_.clear();
-  recvs_.clear();
+  pending_.clear();
   if (!first.ok()) return first;
   int64_t lowest = reply_.front().version;
   for (const ReplyHeader& h : reply_) lowest = std::min(lowest, h.version);
   version_ = lowest;
   step_count_.set_steps_taken(reply_.front().version);
-  for (const FlatRange& r : ranges_) pulled_bytes_ += static_cast<uint64_t>(r.numel()) * sizeof(float);
+  for (const std::vector<FlatRange>& per_chunk : ranges_)
+    for (const FlatRange& r : per_chunk) pulled_bytes_ += static_cast<uint64_t>(r.numel()) * sizeof(float);
   return Status::ok_status();
 }
 
 Status ParamServerWorker::broadcast_parameters() {
-  for (int s = 0; s < roles_.servers; ++s) {
-    const FlatRange& r = ranges_[static_cast<size_t>(s)];
-    recvs_.push_back(link_.recv_async(&reply_[static_cast<size_t>(s)], sizeof(ReplyHeader), DType::u8, 1 + s,
-                                      kReplyHeaderTag));
-    recvs_.push_back(link_.recv_async(store_.params() + r.begin, r.numel(), DType::f32, 1 + s, kReplyDataTag));
-  }
+  for (int s = 0; s < roles_.servers; ++s) post_replies(s);
   TS_RETURN_IF_ERROR(wait_replies("the initial parameters"));
   pulled_bytes_ = 0;  // traffic counts the steps' pulls only
   return Status::ok_status();
 }
 
+// Async modes: clips by this replica's own norm (a whole replica: its one buffer; spread over
+// tp x pp: the norm over the replica's ranks, as ModelParallelSync counts it).
+Status ParamServerWorker::clip_locally() {
+  if (!model_parallel_) {
+    ParamStore& store = *chunks_.front();
+    local_norm_ = tessera::clip_grad_norm(store.grads(), store.numel(), grad_clip_);
+    return Status::ok_status();
+  }
+  TS_ASSIGN_OR_RETURN(const double norm, replica_grad_norm(groups_, chunks_));
+  if (grad_clip_ > 0 && norm > grad_clip_)
+    for (ParamStore* c : chunks_) ops::scale_inplace(c->grads(), c->numel(), static_cast<float>(grad_clip_ / (norm + 1e-6)));
+  local_norm_ = static_cast<float>(norm);
+  return Status::ok_status();
+}
+
 Status ParamServerWorker::finish() {
+  if (model_parallel_) TS_RETURN_IF_ERROR(correct_replica_grads(groups_, chunks_));
   const bool local_clip = consistency_ != PsConsistency::sync;
-  if (local_clip) local_norm_ = tessera::clip_grad_norm(store_.grads(), store_.numel(), grad_clip_);
+  if (local_clip) TS_RETURN_IF_ERROR(clip_locally());
   t_push_ = now_s();
   for (int s = 0; s < roles_.servers; ++s) {
-    const FlatRange& r = ranges_[static_cast<size_t>(s)];
-    PushHeader& h = push_[static_cast<size_t>(s)];
-    const float* g = store_.grads() + r.begin;
-    const void* payload = g;
-    int64_t bytes = r.numel() * static_cast<int64_t>(sizeof(float));
-    if (compressor_) {  // error feedback: the residual carries what this push drops into the next
-      std::vector<uint8_t>& wire = wire_[static_cast<size_t>(s)];
-      compressor_->compress(g, r.numel(), residual_[static_cast<size_t>(s)].data(), wire.data());
-      payload = wire.data();
-      bytes = static_cast<int64_t>(wire.size());
+    const std::vector<FlatRange>& per_chunk = ranges_[static_cast<size_t>(s)];
+    std::vector<const void*> payload(chunks_.size());
+    std::vector<int64_t> bytes(chunks_.size());
+    int64_t total = 0;
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      const FlatRange& r = per_chunk[c];
+      const float* g = chunks_[c]->grads() + r.begin;
+      payload[c] = g;
+      bytes[c] = r.numel() * static_cast<int64_t>(sizeof(float));
+      if (compressor_) {  // error feedback: the residual carries what this push drops into the next
+        std::vector<uint8_t>& wire = wire_[static_cast<size_t>(s)][c];
+        compressor_->compress(g, r.numel(), residual_[static_cast<size_t>(s)][c].data(), wire.data());
+        payload[c] = wire.data();
+        bytes[c] = static_cast<int64_t>(wire.size());
+      }
+      total += bytes[c];
     }
-    h = PushHeader{version_, local_clip ? 1 : 0, bytes, 0};
+    PushHeader& h = push_[static_cast<size_t>(s)];
+    h = PushHeader{version_, local_clip ? 1 : 0, total, 0};
     // Post the answer's receives first: the server may answer as soon as the push lands.
-    recvs_.push_back(link_.recv_async(&reply_[static_cast<size_t>(s)], sizeof(ReplyHeader), DType::u8, 1 + s,
-                                      kReplyHeaderTag));
-    recvs_.push_back(link_.recv_async(store_.params() + r.begin, r.numel(), DType::f32, 1 + s, kReplyDataTag));
-    sends_.push_back(link_.send_async(&h, sizeof(PushHeader), DType::u8, 1 + s, kPushHeaderTag));
-    sends_.push_back(compressor_ ? link_.send_async(payload, bytes, DType::u8, 1 + s, kPushDataTag)
-                                 : link_.send_async(g, r.numel(), DType::f32, 1 + s, kPushDataTag));
+    post_replies(s);
+    pending_.emplace_back(s, link_.send_async(&h, sizeof(PushHeader), DType::u8, 1 + s, kPushHeaderTag));
+    for (size_t c = 0; c < chunks_.size(); ++c)
+      pending_.emplace_back(s, compressor_ ? link_.send_async(payload[c], bytes[c], DType::u8, 1 + s, kPushDataTag)
+                                           : link_.send_async(payload[c], per_chunk[c].numel(), DType::f32, 1 + s,
+                                                              kPushDataTag));
     pushed_bytes_ += static_cast<uint64_t>(h.payload_bytes);
   }
   return Status::ok_status();
@@ -112,15 +145,17 @@ Result<float> ParamServerWorker::clip_grad_norm(float) {
 }
 
 Status ParamServerWorker::average_over_replicas(float* values, int64_t n) {
-  if (consistency_ != PsConsistency::sync || workers_.size() == 1) return Status::ok_status();
-  return workers_.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
+  Communicator& workers = *groups_.dp;
+  if (consistency_ != PsConsistency::sync || workers.size() == 1) return Status::ok_status();
+  return workers.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
 }
 
 Status ParamServerWorker::verify_replicas(std::string_view what) {
   if (consistency_ != PsConsistency::sync) return Status::ok_status();
-  const uint64_t h = agreement_hash(std::string_view(reinterpret_cast<const char*>(store_.params()),
-                                                     static_cast<size_t>(store_.numel()) * sizeof(float)));
-  return check_agreement(workers_, what, h);
+  uint64_t h = 0;
+  for (ParamStore* c : chunks_)
+    h = agreement_hash(c->params(), static_cast<size_t>(c->numel()) * sizeof(float), h);
+  return check_agreement(*groups_.dp, what, h);
 }
 
 }  // namespace tessera

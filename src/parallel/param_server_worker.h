@@ -1,10 +1,15 @@
 // ParamServerWorker: the GradientSync of a worker rank in a parameter-server run. It owns nothing:
-// finish() pushes each server its range of this rank's gradient, clip_grad_norm() waits for the
-// answers, which land straight in the parameter buffer (the servers' updated ranges). In the
-// asynchronous modes the worker clips its own gradient by its own norm before pushing (no server
-// sees the whole of it); in sync mode the servers clip by the norm of the averaged gradient.
+// finish() pushes each server its range of each of this rank's chunk gradients, clip_grad_norm()
+// waits for the answers, which land straight in the parameter buffers (the servers' updated
+// ranges). In the asynchronous modes the worker clips its own gradient by its replica's norm before
+// pushing (no server sees the whole of it); in sync mode the servers clip by the norm of the
+// averaged gradient.
+// A replica may span tp x pp ranks (one chunk per pipeline stage, V under the interleaved
+// schedule): before pushing, the worker adds the sequence-parallel and tied-embedding sums
+// (param_server_replica.h), so every push is the chunk's whole gradient of its batch slice and the
+// servers only average over dp, as the all-reduce path does.
 // With a compressor (bf16, topk, onebit: compression.h) each push is compressed with error feedback,
-// one residual per server range; the answers (parameters) always travel in f32.
+// one residual per server range and chunk; the answers (parameters) always travel in f32.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,19 +20,23 @@
 #include "optim/adamw.h"
 #include "parallel/compression.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/model_parallel_sync.h"
 #include "parallel/param_server_protocol.h"
 
 namespace tessera {
 
 class ParamServerWorker final : public GradientSync {
  public:
-  // link: this worker's link (it is rank 0, server s rank 1 + s); workers: every worker rank (the
-  // loss average and the replica check in sync mode). grad_clip: max norm for the async modes' local
-  // clipping (0 = off). solo: a group of this rank alone (async modes; see solo()), may be null.
+  // link: this worker's link (it is rank 0, server s rank 1 + s); groups.dp: the workers of this
+  // position (the loss average and the replica check in sync mode); groups.tp / pp / embedding /
+  // sequence_parallel: the replica's own ranks (size 1 each for whole replicas). chunks: this
+  // rank's chunk stores in chunk order. grad_clip: max norm for the async modes' local clipping
+  // (0 = off). solo: a group of this rank alone (async modes; see solo()), may be null.
   // compression: none, bf16, topk or onebit (PowerSGD needs matrix shapes: not for pushes).
   ParamServerWorker(const PsRoles& roles, PsConsistency consistency, std::unique_ptr<Communicator> link,
-                    Communicator& workers, std::unique_ptr<Communicator> solo, ParamStore& store,
-                    const AdamWConfig& optim, float grad_clip, const CompressionConfig& compression = {});
+                    const ModelParallelGroups& groups, std::unique_ptr<Communicator> solo,
+                    std::vector<ParamStore*> chunks, const AdamWConfig& optim, float grad_clip,
+                    const CompressionConfig& compression = {});
 
   std::string_view name() const override { return "param_server_worker"; }
   // Receives the initial (or resumed) parameters from every server.
@@ -59,23 +68,26 @@ class ParamServerWorker final : public GradientSync {
 
  private:
   Status wait_replies(const char* what);
+  void post_replies(int s);
+  Status clip_locally();
   std::string server_name(int s) const;
   PsRoles roles_;
   PsConsistency consistency_;
   std::unique_ptr<Communicator> link_owner_;
   Communicator& link_;
-  Communicator& workers_;
+  ModelParallelGroups groups_;
+  bool model_parallel_;  // the replica spans more than this rank (tp or pp > 1)
   std::unique_ptr<Communicator> solo_;
-  ParamStore& store_;
+  std::vector<ParamStore*> chunks_;
   AdamW step_count_;
   float grad_clip_;
-  std::vector<FlatRange> ranges_;
-  std::unique_ptr<Compressor> compressor_;           // null: pushes are the f32 gradient range
-  std::vector<std::vector<float>> residual_;         // per server: what compression dropped so far
-  std::vector<std::vector<uint8_t>> wire_;           // per server: the compressed push
+  std::vector<std::vector<FlatRange>> ranges_;        // [server][chunk]
+  std::unique_ptr<Compressor> compressor_;            // null: pushes are the f32 gradient ranges
+  std::vector<std::vector<std::vector<float>>> residual_;  // [server][chunk]: what compression dropped so far
+  std::vector<std::vector<std::vector<uint8_t>>> wire_;    // [server][chunk]: the compressed push
   std::vector<PushHeader> push_;
   std::vector<ReplyHeader> reply_;
-  std::vector<Work> sends_, recvs_;
+  std::vector<std::pair<int, Work>> pending_;  // (server, send or receive) of this exchange, in posting order
   int64_t version_ = 0;  // the lowest server version this worker's parameters come from
   float local_norm_ = 0;
   double exposed_wait_s_ = 0, t_push_ = 0;

@@ -143,8 +143,10 @@ Status check_zero_stage(const RunConfig& cfg) {
   return Status::ok_status();
 }
 
-// The parameter server (parallel.mode = "ps"): the last ps.servers ranks serve, the rest are the
-// workers. Returns the number of ranks the grid (the workers) spans.
+// The parameter server (parallel.mode = "ps") replaces the all-reduce over the dp replicas: each
+// replica (dp x tp x pp worker ranks, the first of the world) pushes to the servers (the last
+// ps.servers ranks), which shard every model-parallel position's buffers. Returns the number of
+// ranks the grid (the workers) spans.
 Result<int> check_param_server(const RunConfig& cfg, int world_size) {
   const ParallelConfig& p = cfg.parallel;
   if (p.mode != "ps") return world_size;
@@ -153,12 +155,19 @@ Result<int> check_param_server(const RunConfig& cfg, int world_size) {
     return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + str(S) + " needs at least " + str(S + 1) +
                             " ranks (the last " + str(S) + " serve, the rest are workers) but the job has " +
                             str(world_size) + ": launch more ranks or lower ps.servers");
-  if (p.dp != world_size - S)
+  const int workers = world_size - S, mp = p.tp * p.pp;
+  if (p.dp * mp != workers) {
+    const std::string replicas = mp == 1 ? "parallel.dp = " + str(p.dp)
+                                         : "parallel.dp x parallel.tp x parallel.pp = " + str(p.dp) + " x " + str(p.tp) +
+                                               " x " + str(p.pp) + " = " + str(p.dp * mp);
+    const std::string fix = workers % mp == 0 ? "set parallel.dp = " + str(workers / mp) + ", or launch"
+                                              : "launch";
     return invalid_argument("parallel.mode = \"ps\": " + str(world_size) + " ranks with ps.servers = " + str(S) +
-                            " leave " + str(world_size - S) + " workers but parallel.dp = " + str(p.dp) +
-                            " (dp counts the workers): set parallel.dp = " + str(world_size - S) +
-                            ", or launch with mpirun -np " + str(p.dp + S));
-  return world_size - S;
+                            " leave " + str(workers) + " workers but " + replicas + " (dp counts the workers" +
+                            (mp == 1 ? "" : "' replicas of parallel.tp x parallel.pp ranks each") + "): " + fix +
+                            " with mpirun -np " + str(p.dp * mp + S));
+  }
+  return workers;
 }
 
 Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "model/hf_weights.h"
 #include "parallel/compression.h"
 #include "parallel/param_server.h"
 #include "parallel/param_server_worker.h"
@@ -17,7 +16,10 @@ namespace tessera {
 
 namespace {
 
-PsRoles roles_of(const RunConfig& cfg) { return PsRoles{cfg.parallel.dp, cfg.ps.servers}; }
+PsRoles roles_of(const RunConfig& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  return PsRoles(GridShape{p.dp, p.pp, p.tp}, cfg.ps.servers);
+}
 
 // How workers compress their pushes (comm.compression; PowerSGD is refused by plan_parallel_layout).
 Result<CompressionConfig> push_compression(const RunConfig& cfg) {
@@ -33,23 +35,24 @@ Result<Communicator*> grid_world(TrainingRun& run) {
   const int rank = run.world.rank();
   const bool server = roles.is_server(rank);
   TS_ASSIGN_OR_RETURN(run.ps_role, run.world.split(server ? 1 : 0, rank, server ? "ps_servers" : "ps_workers"));
-  if (server) run.layout.grid.dp = roles.servers;
+  if (server) run.layout.grid = GridShape{roles.servers, 1, 1};
   return run.ps_role.get();
 }
 
-Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run) {
+Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run, std::vector<ParamStore*> chunks,
+                                                               const ModelParallelGroups& groups) {
   const RunConfig& cfg = run.cfg;
   TS_ASSIGN_OR_RETURN(PsConsistency consistency, parse_ps_consistency(cfg.ps.consistency));
   TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles_of(cfg)));
-  Communicator& workers = run.grid->dp();
   std::unique_ptr<Communicator> solo;
   if (consistency != PsConsistency::sync) {
+    Communicator& workers = run.grid->world();  // every worker: a collective split of the workers' group
     TS_ASSIGN_OR_RETURN(solo, workers.split(workers.rank(), 0, "solo"));
   }
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
   return std::unique_ptr<GradientSync>(std::make_unique<ParamServerWorker>(
-      roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), workers, std::move(solo),
-      run.store(), cfg.optim, cfg.optim.grad_clip, compression));
+      roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), groups, std::move(solo),
+      std::move(chunks), cfg.optim, cfg.optim.grad_clip, compression));
 }
 
 Communicator& step_stats_group(TrainingRun& run) {
@@ -71,17 +74,14 @@ void report_param_server_traffic(TrainingRun& run) {
 
 Status build_param_server(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
-  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg.model)));
-  ParamStore& store = run.store();
-  // The same initial values as every worker computes (and then receives from the servers).
-  init_parameters(store, cfg.model, cfg.train.seed);
-  if (!cfg.init_weights.empty())
-    TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, cfg.model, store.layout(), store.params()));
   const PsRoles roles = roles_of(cfg);
+  const size_t V = run.stores.size() / static_cast<size_t>(roles.positions());
+  std::vector<std::vector<ParamStore*>> positions(static_cast<size_t>(roles.positions()));
+  for (size_t i = 0; i < run.stores.size(); ++i) positions[i / V].push_back(run.stores[i].get());
   TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles));
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
   auto server = std::make_unique<ParamServer>(roles, roles.server_index(run.world.rank()), run.grid->dp(),
-                                              std::move(links), store, cfg.optim, compression);
+                                              std::move(links), std::move(positions), cfg.optim, compression);
   run.sync = std::move(server);
   return Status::ok_status();
 }

@@ -1,15 +1,18 @@
 // Parameter-server runs (parallel.mode = "ps") in the trainer: the split of the world into workers
 // and servers, each role's gradient strategy, and the server ranks' loop. Workers are ordinary
-// data-parallel training runs over the workers' group whose GradientSync pushes and pulls
+// dp x tp x pp training runs over the workers' group whose GradientSync pushes and pulls
 // (ParamServerWorker); servers build the same TrainingRun (so set-up, resume and checkpoints run
-// the trainer's code) and serve instead of stepping. See parallel/param_server.h.
+// the trainer's code), holding every model-parallel position's chunks, and serve instead of
+// stepping. See parallel/param_server.h.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "parallel/gradient_sync.h"
 #include "config/run_config.h"
+#include "parallel/model_parallel_sync.h"
 #include "train/trainer.h"
 
 namespace tessera {
@@ -17,25 +20,29 @@ namespace tessera {
 struct TrainingRun;
 
 inline bool is_param_server_run(const RunConfig& cfg) { return cfg.parallel.mode == "ps"; }
-// Servers are the last ps.servers ranks, after the parallel.dp workers (param_server_protocol.h).
+// Servers are the last ps.servers ranks, after the parallel.dp x tp x pp workers (param_server_protocol.h).
 inline bool is_param_server_rank(const RunConfig& cfg, int world_rank) {
-  return is_param_server_run(cfg) && world_rank >= cfg.parallel.dp;
+  return is_param_server_run(cfg) && world_rank >= cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
 }
 
 // The communicator the run's Grid spans: the world, or in a PS run this rank's role group (the
 // workers, or the servers; collective over the world, kept in run.ps_role). A server's grid is
-// dp = ps.servers (its dp group is the servers' group).
+// dp = ps.servers x 1 x 1 (its dp group is the servers' group); run.layout keeps the workers'
+// pipeline shape and stage split, which the servers' stores follow.
 Result<Communicator*> grid_world(TrainingRun& run);
 
-// A worker's gradient strategy (collective over the world with build_param_server: the links).
-Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run);
+// A worker's gradient strategy over its chunks (collective over the world with build_param_server:
+// the links). groups: the worker's dp group and its replica's tp / pp / embedding groups.
+Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run, std::vector<ParamStore*> chunks,
+                                                               const ModelParallelGroups& groups);
 
 // The ranks whose memory counters a log step gathers: the grid's world, except on a worker in the
 // async modes, where it is the worker alone (a collective every step would hold the workers in lockstep).
 Communicator& step_stats_group(TrainingRun& run);
 
-// A server rank's model state: the whole model's parameters (initialised as every rank does) and
-// the ParamServer over its shard (run.sync).
+// A server rank's model state: run.stores holds every position's chunks, position-major
+// (ParamServer's order), initialised as the workers initialise them; this adds the ParamServer
+// over its shards (run.sync).
 Status build_param_server(TrainingRun& run);
 
 // After a worker's last step: the lead prints the parameter-server traffic of this invocation

@@ -123,7 +123,8 @@ Status build_data_parallel_model(TrainingRun& run) {
   run.model->set_precision(precision);
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   if (is_param_server_run(cfg)) {
-    TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run));
+    Grid& g = *run.grid;
+    TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, {&run.store()}, {&g.dp(), &g.tp(), &g.pp()}));
   } else if (cfg.train.local_steps > 0) {
     auto local = std::make_unique<LocalSgd>(run.grid->dp(), run.store(), cfg.optim, local_sgd_config(cfg));
     run.local_sgd.push_back({local.get(), local_sgd_key_prefix(true, 0, 0, 0)});
@@ -141,9 +142,18 @@ Status build_data_parallel_model(TrainingRun& run) {
   return Status::ok_status();
 }
 
+// The layout of chunk c of pipeline stage `stage` on tp rank `tp_rank` (the workers' and, in a
+// parameter-server run, the servers' copy of that position).
+ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank) {
+  const int64_t alignment = cfg.parallel.zero > 0 ? zero_layer_alignment(lay.grid.dp) : 16;
+  const auto [first, last] = lay.chunk_layers(stage, chunk);
+  return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment);
+}
+
 // Any layout with tp > 1, pp > 1 or ZeRO: this rank's chunks of its stage, as its tp shard; the
 // pipeline runner (also at pp = 1: then it is accumulation) and the model-parallel gradient strategy
-// with a DataParallel, ZeroSharded or LocalSgd part per chunk.
+// with a DataParallel, ZeroSharded or LocalSgd part per chunk (a parameter-server run: the worker's
+// pushes instead, with the same tp / pp corrections).
 Status build_model_parallel(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
@@ -151,23 +161,36 @@ Status build_model_parallel(TrainingRun& run) {
   Grid& grid = *run.grid;
   const int stage = grid.coord().pp, tp_size = grid.shape().tp, pp_size = grid.shape().pp;
   const int zero = cfg.parallel.zero;
-  const int64_t alignment = zero > 0 ? zero_layer_alignment(grid.shape().dp) : 16;
   std::vector<ParamStore*> chunks;
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
-    const auto [first, last] = lay.chunk_layers(stage, c);
-    run.stores.push_back(std::make_unique<ParamStore>(
-        ParamLayout(mc, first, last, TensorParallelShard{grid.coord().tp, tp_size}, alignment),
-        zero > 0 ? zero_store_options(zero) : StoreOptions{}));
+    run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, lay, stage, c, grid.coord().tp),
+                                                      zero > 0 ? zero_store_options(zero) : StoreOptions{}));
     TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
     chunks.push_back(run.stores.back().get());
   }
   if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(grid.tp(), lay.sequence_parallel);
-  if (mc.tied_embeddings && pp_size > 1) {  // collective over the world: every rank splits
+  if (mc.tied_embeddings && pp_size > 1) {  // collective over the grid's ranks (a PS run: the workers only)
     const bool ends = stage == 0 || stage == pp_size - 1;
     const int color = ends ? grid.coord().dp * tp_size + grid.coord().tp : -1;
-    TS_ASSIGN_OR_RETURN(run.embedding_group, run.world.split(color, stage, "embedding"));
+    TS_ASSIGN_OR_RETURN(run.embedding_group, grid.world().split(color, stage, "embedding"));
   }
   ModelParallelGroups groups{&grid.dp(), &grid.tp(), &grid.pp(), run.embedding_group.get(), lay.sequence_parallel};
+  const Recompute recompute = cfg.train.recompute;
+  const Precision precision = cfg.train.precision;
+  TensorParallelHooks* hooks = run.tp_hooks.get();
+  DataLoader* loader = run.loader.get();
+  if (is_param_server_run(cfg)) {  // pushes after the tp / pp corrections; no per-layer callbacks
+    TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, chunks, groups));
+    run.runner = std::make_unique<PipelineRunner>(
+        *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, grid.pp(), lay.schedule, lay.pipe, *run.sync,
+        [hooks, recompute, precision](int, Transformer& model) {
+          model.set_recompute(recompute);
+          model.set_precision(precision);
+          if (hooks) model.set_tensor_parallel_hooks(hooks);
+        },
+        [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); });
+    return Status::ok_status();
+  }
   const int64_t bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
@@ -184,9 +207,6 @@ Status build_model_parallel(TrainingRun& run) {
   };
   auto sync = std::make_unique<ModelParallelSync>(groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
-  TensorParallelHooks* hooks = run.tp_hooks.get();
-  const Recompute recompute = cfg.train.recompute;
-  const Precision precision = cfg.train.precision;
   auto configure = [s, hooks, zero, recompute, precision](int chunk, Transformer& model) {
     model.set_recompute(recompute);
     model.set_precision(precision);
@@ -195,7 +215,6 @@ Status build_model_parallel(TrainingRun& run) {
     model.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
     if (zero >= 3) model.set_layer_callback([part](Transformer::LayerEvent e, int layer) { part->on_layer_event(e, layer); });
   };
-  DataLoader* loader = run.loader.get();
   run.runner = std::make_unique<PipelineRunner>(
       *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, grid.pp(), lay.schedule, lay.pipe, *sync, configure,
       [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); });
@@ -203,12 +222,32 @@ Status build_model_parallel(TrainingRun& run) {
   return Status::ok_status();
 }
 
+// A parameter-server rank: every model-parallel position's chunks (position pp * tp + tp_rank,
+// then chunk; ParamServer's order), laid out and initialised as the workers of that position do.
+Status build_server_stores(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  const ParallelConfig& p = cfg.parallel;
+  if (p.tp == 1 && p.pp == 1) {  // whole replicas: the layout build_data_parallel_model uses
+    run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg.model)));
+    return initialise_parameters(cfg, run.store());
+  }
+  for (int stage = 0; stage < p.pp; ++stage)
+    for (int t = 0; t < p.tp; ++t)
+      for (int c = 0; c < run.layout.pipe.virtual_stages; ++c) {
+        run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, run.layout, stage, c, t)));
+        TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
+      }
+  return Status::ok_status();
+}
+
 // Parameters, the model, the gradient strategy and the step's runner.
 Status build_model(TrainingRun& run) {
   const GridShape& g = run.layout.grid;
   const bool plain = g.tp == 1 && g.pp == 1 && run.cfg.parallel.zero == 0;
-  if (is_param_server_rank(run.cfg, run.world.rank()))
-    return build_param_server(run);  // a server rank: no model to run, no runner
+  if (is_param_server_rank(run.cfg, run.world.rank())) {  // a server rank: no model to run, no runner
+    TS_RETURN_IF_ERROR(build_server_stores(run));
+    return build_param_server(run);
+  }
   TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
   if (run.cfg.train.precision == Precision::fp16) {  // dynamic loss scaling keeps fp16 gradients in range
     run.scaler = std::make_unique<LossScaler>();

@@ -237,5 +237,29 @@ TEST(ParallelLayout, SequenceParallelErrors) {
   plan_ok(config({"parallel.sequence_parallel=true", "parallel.tp=2", "train.micro_batch=2", "data.seq_len=63"}), 2);
 }
 
+// ---- the parameter server: workers are dp replicas of tp x pp ranks, then ps.servers ----
+
+TEST(ParallelLayout, ParamServerWorkersAreModelParallelReplicas) {
+  // 5 ranks with 1 server: 4 workers = dp 2 x tp 2; the grid spans the workers only.
+  ParallelLayout l = plan_ok(config({"parallel.mode=ps", "parallel.dp=2", "parallel.tp=2", "train.batch_tokens=512"}), 5);
+  EXPECT_EQ(l.grid.world_size(), 4);
+  EXPECT_EQ(l.grid.tp, 2);
+  l = plan_ok(config({"parallel.mode=ps", "parallel.pp=2", "train.batch_tokens=512", "ps.servers=2"}), 4);
+  EXPECT_EQ(l.grid.pp, 2);
+  EXPECT_EQ(l.grid.dp, 1);
+}
+
+TEST(ParallelLayout, ParamServerWorkerCountNamesTheFix) {
+  // 3 workers cannot hold tp 2 replicas: no dp fits, launch with dp x 2 + 1.
+  std::string m = plan_err(config({"parallel.mode=ps", "parallel.tp=2"}), 4);
+  EXPECT_HAS(m, "4 ranks with ps.servers = 1 leave 3 workers but parallel.dp x parallel.tp x parallel.pp = 1 x 2 x 1 = 2");
+  EXPECT_EQ(m.find("set parallel.dp"), std::string::npos) << m;
+  EXPECT_HAS(m, "launch with mpirun -np 3");
+  m = plan_err(config({"parallel.mode=ps", "parallel.tp=2"}), 5);
+  EXPECT_HAS(m, "set parallel.dp = 2, or launch with mpirun -np 3");
+  m = plan_err(config({"parallel.mode=ps", "parallel.dp=2", "parallel.zero=1", "train.batch_tokens=512"}), 3);
+  EXPECT_HAS(m, "parallel.zero = 1 is not supported: the servers already shard");
+}
+
 }  // namespace
 }  // namespace tessera

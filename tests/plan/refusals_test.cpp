@@ -31,7 +31,6 @@ const std::vector<Case>& cases() {
       {{"train.precision=fp16", "parallel.zero=2"}, "train.precision = \"fp16\" with parallel.zero = 2"},
       {{"parallel.zero=3", "parallel.tp=2", "parallel.sequence_parallel=true"},
        "parallel.zero = 3 with parallel.sequence_parallel = true"},
-      {{"parallel.mode=ps", "parallel.tp=2"}, "parallel.mode = \"ps\" with parallel.tp = 2 and parallel.pp = 1"},
       {{"parallel.mode=ps", "parallel.zero=1"}, "parallel.mode = \"ps\" with parallel.zero = 1"},
       {{"parallel.mode=ps", "comm.compression=powersgd"}, "parallel.mode = \"ps\" with comm.compression = \"powersgd\""},
       {{"parallel.mode=ps", "train.precision=fp16"}, "parallel.mode = \"ps\" with train.precision = \"fp16\""},
@@ -79,6 +78,7 @@ TEST(Refusals, SupportedNeighboursAreNotRefused) {
            {"train.precision=fp16", "parallel.zero=1"},
            {"parallel.zero=1", "parallel.tp=2", "parallel.sequence_parallel=true"},
            {"parallel.mode=ps", "comm.compression=topk"},
+           {"parallel.mode=ps", "parallel.tp=2", "parallel.pp=2"},
            {"comm.compression=bf16", "parallel.zero=2"},
            {"comm.compression=bf16", "train.precision=fp16"},
            {"train.local_steps=4", "parallel.tp=2"}})
