@@ -76,7 +76,7 @@ int run_plan(const PlanArgs& a) {
   if (!cfg.ok()) return fail(cfg.status());
   int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
   if (world == 0 && a.ranks <= 0) {  // parallel.dp = 0 fills the job: without --ranks, plan one replica
-    const bool ps = cfg->parallel.mode == "ps";
+    const bool ps = cfg->parallel.mode == ParallelMode::ps;
     world = (ps ? cfg->ps.servers : 0) + cfg->parallel.tp * cfg->parallel.pp;
     cfg = load_run_config_for_world(a.config, a.overrides, world);
     if (!cfg.ok()) return fail(cfg.status());
@@ -86,7 +86,7 @@ int run_plan(const PlanArgs& a) {
   }
   if (a.ranks > 0 && a.ranks != world) {
     const int mp = cfg->parallel.tp * cfg->parallel.pp;
-    const int servers = cfg->parallel.mode == "ps" ? static_cast<int>(cfg->ps.servers) : 0;  // not replicas
+    const int servers = cfg->parallel.mode == ParallelMode::ps ? static_cast<int>(cfg->ps.servers) : 0;  // not replicas
     if (a.ranks <= servers || (a.ranks - servers) % mp != 0)
       return fail("--ranks " + std::to_string(a.ranks) + (servers ? " less ps.servers = " + std::to_string(servers) : "") +
                   " is not a multiple of parallel.tp x parallel.pp = " + std::to_string(mp) + ": pass --ranks " +

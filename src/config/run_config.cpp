@@ -16,6 +16,14 @@
 
 namespace tessera {
 
+std::string_view parallel_mode_name(ParallelMode m) { return m == ParallelMode::ps ? "ps" : "allreduce"; }
+
+Result<ParallelMode> parse_parallel_mode(std::string_view s) {
+  if (s == "allreduce") return ParallelMode::allreduce;
+  if (s == "ps") return ParallelMode::ps;
+  return invalid_argument("unknown parallel mode '" + std::string(s) + "': use \"allreduce\" or \"ps\"");
+}
+
 namespace {
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -419,7 +427,7 @@ Result<RunConfig> load_run_config_for_world(const std::string& path, const std::
   TS_ASSIGN_OR_RETURN(RunConfig cfg, load_run_config(path, overrides));
   if (cfg.parallel.dp != 0) return cfg;
   int dp = 0;
-  if (cfg.parallel.mode == "ps") {  // the last ps.servers ranks serve; the others are tp x pp worker replicas
+  if (cfg.parallel.mode == ParallelMode::ps) {  // the last ps.servers ranks serve; the others are tp x pp worker replicas
     if (world_size <= cfg.ps.servers)
       return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + std::to_string(cfg.ps.servers) +
                               " needs at least " + std::to_string(cfg.ps.servers + 1) + " ranks but the job has " +

@@ -16,6 +16,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "parallel/compression.h"
+#include "parallel/param_server_protocol.h"  // PsConsistency
 #include "parallel/pipeline_schedule.h"
 
 namespace tessera {
@@ -59,9 +60,14 @@ struct OptimConfig : AdamWConfig, LrScheduleConfig {
 // and the optimizer, sharded; the others are workers (parallel.dp of them). See parallel/param_server.h.
 struct PsConfig {
   int servers = 1;
-  std::string consistency = "sync";  // "sync" | "async" | "ssp"
+  PsConsistency consistency = PsConsistency::sync;  // sync | async | ssp
   int staleness = 2;                 // ssp: steps a worker may run ahead of the slowest
 };
+
+// parallel.mode: how the dp replicas combine their gradients.
+enum class ParallelMode { allreduce, ps };
+std::string_view parallel_mode_name(ParallelMode m);  // "allreduce", "ps"
+Result<ParallelMode> parse_parallel_mode(std::string_view s);
 
 struct ParallelConfig {
   int dp = 0;  // 0 (default) = as many as the world allows (world / (tp pp); world - ps.servers in ps mode),
@@ -70,7 +76,7 @@ struct ParallelConfig {
   int tp = 1;
   double bucket_mb = 4.0;  // gradient all-reduce bucket size
   int zero = 0;            // ZeRO stage over the dp group (0 = plain data parallelism)
-  std::string mode = "allreduce";  // "allreduce" | "ps" (parameter server, [ps])
+  ParallelMode mode = ParallelMode::allreduce;  // allreduce | ps (parameter server, [ps])
   // Pipeline parallelism (plan/parallel_layout.h checks these against the world size and the model).
   PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;  // gpipe | 1f1b | interleaved
   int virtual_stages = 1;             // model chunks per pipeline rank (interleaved: >= 2)

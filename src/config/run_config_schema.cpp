@@ -309,14 +309,14 @@ std::vector<SectionSpec> make_schema() {
             {at_least(0), holds([](double x) { return x <= 3; }, " must be 0, 1, 2 or 3")},
             "ZeRO stage over the dp group: 1 shards optimizer state, 2 also gradients, 3 also parameters"},
            // sync ps is all-reduce: the trajectory changes with ps.consistency, flagged there.
-           {"mode", field(&RC::parallel, &PC::mode), kOk, {one_of({"allreduce", "ps"})},
+           {"mode", enum_field(&RC::parallel, &PC::mode, parallel_mode_name, parse_parallel_mode), kOk, {one_of({"allreduce", "ps"})},
             "gradient exchange: allreduce (data parallelism) or ps (parameter server, [ps]; dp = the workers' tp x pp replicas)"},
        }},
       {"ps",
        {
            {"servers", field(&RC::ps, &PsConfig::servers), kOk, count_of_ranks(),
             "parameter-server ranks (the last ones); each holds a contiguous shard of every model chunk's parameters"},
-           {"consistency", field(&RC::ps, &PsConfig::consistency), kWarn, {one_of({"sync", "async", "ssp"})},
+           {"consistency", enum_field(&RC::ps, &PsConfig::consistency, ps_consistency_name, parse_ps_consistency), kWarn, {one_of({"sync", "async", "ssp"})},
             "sync (= all-reduce), async (each push applied on arrival) or ssp (bounded staleness)"},
            {"staleness", field(&RC::ps, &PsConfig::staleness), kWarn, {at_least(0)},
             "ssp: steps a worker may complete ahead of the slowest worker"},

@@ -149,7 +149,7 @@ Status check_zero_stage(const RunConfig& cfg) {
 // ranks the grid (the workers) spans.
 Result<int> check_param_server(const RunConfig& cfg, int world_size) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.mode != "ps") return world_size;
+  if (p.mode != ParallelMode::ps) return world_size;
   const int S = cfg.ps.servers;
   if (S < 1 || world_size <= S)
     return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + str(S) + " needs at least " + str(S + 1) +

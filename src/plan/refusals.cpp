@@ -13,7 +13,7 @@ bool compresses(const RunConfig& c) { return c.comm.compression != CompressionKi
 bool compresses_other_than_bf16(const RunConfig& c) {
   return compresses(c) && c.comm.compression != CompressionKind::bf16;
 }
-bool parameter_server(const RunConfig& c) { return c.parallel.mode == "ps"; }
+bool parameter_server(const RunConfig& c) { return c.parallel.mode == ParallelMode::ps; }
 bool fp16(const RunConfig& c) { return c.train.precision == Precision::fp16; }
 
 const std::vector<Refusal>& table() {

@@ -42,7 +42,7 @@ Result<Communicator*> grid_world(TrainingRun& run) {
 Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run, std::vector<ParamStore*> chunks,
                                                                const ModelParallelGroups& groups) {
   const RunConfig& cfg = run.cfg;
-  TS_ASSIGN_OR_RETURN(PsConsistency consistency, parse_ps_consistency(cfg.ps.consistency));
+  const PsConsistency consistency = cfg.ps.consistency;
   TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles_of(cfg)));
   std::unique_ptr<Communicator> solo;
   if (consistency != PsConsistency::sync) {
@@ -68,7 +68,7 @@ void report_param_server_traffic(TrainingRun& run) {
   if (*clear_progress_line()) std::printf("\n");  // after the progress line
   std::printf("parameter server: pushed %.3f MiB + pulled %.3f MiB per step per worker (%s, %d server(s))\n",
               static_cast<double>(worker->pushed_bytes()) / mib, static_cast<double>(worker->pulled_bytes()) / mib,
-              run.cfg.ps.consistency.c_str(), run.cfg.ps.servers);
+              std::string(ps_consistency_name(run.cfg.ps.consistency)).c_str(), run.cfg.ps.servers);
   std::fflush(stdout);
 }
 
@@ -90,7 +90,7 @@ Result<TrainSummary> serve_parameters(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   ParamServer& server = dynamic_cast<ParamServer&>(*run.sync);  // build_param_server made it
   ParamServerOptions o;
-  TS_ASSIGN_OR_RETURN(o.consistency, parse_ps_consistency(cfg.ps.consistency));
+  o.consistency = cfg.ps.consistency;
   o.staleness = cfg.ps.staleness;
   o.grad_clip = cfg.optim.grad_clip;
   o.first_step = run.state.step;

@@ -19,7 +19,7 @@ namespace tessera {
 
 struct TrainingRun;
 
-inline bool is_param_server_run(const RunConfig& cfg) { return cfg.parallel.mode == "ps"; }
+inline bool is_param_server_run(const RunConfig& cfg) { return cfg.parallel.mode == ParallelMode::ps; }
 // Servers are the last ps.servers ranks, after the parallel.dp x tp x pp workers (param_server_protocol.h).
 inline bool is_param_server_rank(const RunConfig& cfg, int world_rank) {
   return is_param_server_run(cfg) && world_rank >= cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
