@@ -107,7 +107,24 @@ namespace tessera {
   X(copy, void, (float* dst, const float* src, int64_t n), (dst, src, n))                                            \
   X(add, void, (float* out, const float* y, const float* x, int64_t n), (out, y, x, n))                              \
   X(axpy, void, (float* y, float a, const float* x, int64_t n), (y, a, x, n))                                        \
-  X(count_nonfinite, int64_t, (const float* x, int64_t n), (x, n))
+  X(count_nonfinite, int64_t, (const float* x, int64_t n), (x, n))                                                 \
+  X(sub, void, (float* out, const float* a, const float* b, int64_t n), (out, a, b, n))                              \
+  X(cast_f32_to_bf16, void, (uint16_t * out, const float* in, int64_t n), (out, in, n))                              \
+  X(cast_bf16_to_f32, void, (float* out, const uint16_t* in, int64_t n), (out, in, n))                               \
+  X(sub_bf16, void, (float* out, const float* x, const uint16_t* y, int64_t n), (out, x, y, n))                      \
+  X(accumulate_bf16, void, (float* out, float scale, const uint16_t* in, int64_t n), (out, scale, in, n))            \
+  X(gather, void, (float* out, const float* x, const int32_t* idx, int64_t k), (out, x, idx, k))                     \
+  X(scatter_add, void, (float* out, float scale, const int32_t* idx, const float* val, int64_t k),                   \
+    (out, scale, idx, val, k))                                                                                       \
+  X(scatter_fill, void, (float* out, const int32_t* idx, int64_t k, float value), (out, idx, k, value))              \
+  X(nonzero_rows, void, (int32_t * mask, const float* x, int64_t rows, int64_t cols), (mask, x, rows, cols))         \
+  X(gather_rows, void, (float* out, const float* x, const int64_t* idx, int64_t k, int64_t cols),                    \
+    (out, x, idx, k, cols))                                                                                          \
+  X(scatter_add_rows, void, (float* out, const int64_t* idx, const float* x, int64_t k, int64_t cols),               \
+    (out, idx, x, k, cols))                                                                                          \
+  X(outer_sgd_update, void,                                                                                          \
+    (float* anchor, float* velocity, const float* delta, int64_t n, float lr, float momentum, bool nesterov),        \
+    (anchor, velocity, delta, n, lr, momentum, nesterov))
 
 std::string_view device_name(Device d);  // "cpu", "cuda"
 // "cpu" or "cuda"; anything else is an error naming the choices.

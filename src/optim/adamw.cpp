@@ -34,6 +34,12 @@ void AdamW::step_with_range_grads(float* params, const float* range_grads, float
   }
 }
 
+float clip_grad_norm(Backend& backend, float* grads, int64_t n, float max_norm) {
+  const double norm = std::sqrt(backend.sum_of_squares(grads, n));
+  if (max_norm > 0 && norm > max_norm) backend.scale_inplace(grads, n, static_cast<float>(max_norm / (norm + 1e-6)));
+  return static_cast<float>(norm);
+}
+
 float clip_grad_norm(float* grads, int64_t n, float max_norm) {
   const double norm = std::sqrt(ops::sum_of_squares(grads, n));
   if (max_norm > 0 && norm > max_norm) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/memory.h"
 #include "model/param_layout.h"
 
@@ -51,6 +52,9 @@ class AdamW {
 
 // Global L2 norm of grads[0, n); if max_norm > 0 and the norm exceeds it, scales grads by
 // max_norm / norm (as torch.nn.utils.clip_grad_norm_). Returns the norm before clipping.
+// The first form runs on `backend` (grads its memory); the second on the CPU kernels directly
+// (host gradients: the parameter server worker and the tests).
+float clip_grad_norm(Backend& backend, float* grads, int64_t n, float max_norm);
 float clip_grad_norm(float* grads, int64_t n, float max_norm);
 
 }  // namespace tessera

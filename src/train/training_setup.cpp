@@ -126,11 +126,11 @@ Status build_data_parallel_model(TrainingRun& run) {
   if (is_param_server_run(cfg)) {
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run));
   } else if (cfg.train.local_steps > 0) {
-    auto local = std::make_unique<LocalSgd>(run.grid->dp(), run.store(), cfg.optim, local_sgd_config(cfg));
+    auto local = std::make_unique<LocalSgd>(*run.backend, run.grid->dp(), run.store(), cfg.optim, local_sgd_config(cfg));
     run.local_sgd.push_back({local.get(), local_sgd_key_prefix(true, 0, 0, 0)});
     run.sync = std::move(local);
   } else {
-    run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
+    run.sync = std::make_unique<DataParallel>(*run.backend, run.grid->dp(), run.store(), cfg.optim,
                                               static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0), compression);
   }
   GradientSync* sync = run.sync.get();
@@ -162,7 +162,7 @@ Status build_model_parallel(TrainingRun& run) {
     TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
     chunks.push_back(run.stores.back().get());
   }
-  if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(grid.tp(), lay.sequence_parallel);
+  if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(*run.backend, grid.tp(), lay.sequence_parallel);
   if (mc.tied_embeddings && pp_size > 1) {  // collective over the world: every rank splits
     const bool ends = stage == 0 || stage == pp_size - 1;
     const int color = ends ? grid.coord().dp * tp_size + grid.coord().tp : -1;
@@ -173,17 +173,17 @@ Status build_model_parallel(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
     if (cfg.train.local_steps > 0) {
-      auto local = std::make_unique<LocalSgd>(grid.dp(), store, cfg.optim, local_sgd_config(cfg));
+      auto local = std::make_unique<LocalSgd>(*run.backend, grid.dp(), store, cfg.optim, local_sgd_config(cfg));
       const int chunk = static_cast<int>(run.local_sgd.size());
       run.local_sgd.push_back({local.get(), local_sgd_key_prefix(false, stage, chunk, grid.coord().tp)});
       return local;
     }
     if (zero > 0)
-      return std::make_unique<ZeroSharded>(grid.dp(), store, cfg.optim, zero,
+      return std::make_unique<ZeroSharded>(*run.backend, grid.dp(), store, cfg.optim, zero,
                                            compression.kind == CompressionKind::bf16);
-    return std::make_unique<DataParallel>(grid.dp(), store, cfg.optim, bucket_bytes, compression);
+    return std::make_unique<DataParallel>(*run.backend, grid.dp(), store, cfg.optim, bucket_bytes, compression);
   };
-  auto sync = std::make_unique<ModelParallelSync>(groups, chunks, make_part);
+  auto sync = std::make_unique<ModelParallelSync>(*run.backend, groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
   TensorParallelHooks* hooks = run.tp_hooks.get();
   TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
@@ -212,7 +212,7 @@ Status build_model(TrainingRun& run) {
     return build_param_server(run);  // a server rank: no model to run, no runner
   TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
   if (run.cfg.train.precision == "fp16") {  // dynamic loss scaling keeps fp16 gradients in range
-    run.scaler = std::make_unique<LossScaler>();
+    run.scaler = std::make_unique<LossScaler>(*run.backend);
     run.runner->set_loss_scale(run.scaler->scale());
   }
   if (run.timeline.enabled())  // the label is built per bucket and step: only when tracing
