@@ -124,7 +124,10 @@ namespace tessera {
     (out, idx, x, k, cols))                                                                                          \
   X(outer_sgd_update, void,                                                                                          \
     (float* anchor, float* velocity, const float* delta, int64_t n, float lr, float momentum, bool nesterov),        \
-    (anchor, velocity, delta, n, lr, momentum, nesterov))
+    (anchor, velocity, delta, n, lr, momentum, nesterov))                                                           \
+  X(fill_f64, void, (double* x, int64_t n, double value), (x, n, value))                                             \
+  X(accumulate_mean_loss, void, (double* loss_sum, const float* losses, int64_t n, int64_t valid),                  \
+    (loss_sum, losses, n, valid))
 
 std::string_view device_name(Device d);  // "cpu", "cuda"
 // "cpu" or "cuda"; anything else is an error naming the choices.

@@ -178,6 +178,12 @@ void gather_rows(float* out, const float* x, const int64_t* idx, int64_t k, int6
 // Row idx[j] of out += row j of x(k, cols).
 void scatter_add_rows(float* out, const int64_t* idx, const float* x, int64_t k, int64_t cols);
 
+// ---- the step's loss (cpu/step_loss.cpp): it stays on the device until the step ends ----
+void fill_f64(double* x, int64_t n, double value);
+// *loss_sum += the mean of losses[0, n) over `valid` rows (0 when valid == 0), rounded to f32 first
+// (the micro-batch loss Transformer::forward returns). The row sum runs in double, in row order.
+void accumulate_mean_loss(double* loss_sum, const float* losses, int64_t n, int64_t valid);
+
 // ---- local SGD's outer optimizer (torch.optim.SGD's rule on the outer gradient delta) ----
 //   v = momentum * v + delta;  anchor -= lr * (nesterov ? delta + momentum * v : v)
 void outer_sgd_update(float* anchor, float* velocity, const float* delta, int64_t n, float lr, float momentum,
