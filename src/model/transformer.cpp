@@ -117,7 +117,6 @@ void Transformer::allocate_activations() {
     a.lnf = act_buffer(NS * C); a.lnf_mean = act_buffer(NS); a.lnf_rstd = act_buffer(NS);
     a.logits = act_buffer(N * d.V);
     a.losses = act_buffer(N);
-    a.loss_scratch = Buffer(sizeof(double), MemCategory::activations);  // outside activation_bytes(): not planned
     if (tp_size_ > 1) {
       a.ce_max = act_buffer(N);
       a.ce_stats = act_buffer(2 * N);

@@ -118,11 +118,13 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
-  if (!targets || !acts_->loss_scratch.data()) {
+  if (!targets || !is_last_stage()) {
     forward(tokens, targets, nullptr);
     return 0.f;
   }
-  auto* scratch = acts_->loss_scratch.as<double>();
+  Buffer& buffer = acts_->loss_scratch;  // allocated at the first loss read (eval, sample), outside the plan
+  if (!buffer.data()) buffer = Buffer(sizeof(double), MemCategory::other);
+  auto* scratch = buffer.as<double>();
   be_.fill_f64(scratch, 1, 0.0);
   forward(tokens, targets, scratch);
   double loss = 0;
