@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "backend/ops.h"
+#include "core/memory.h"
 #include "core/status.h"
 #include "core/tensor.h"  // Device
 
@@ -148,6 +149,45 @@ class Backend {
   virtual void copy_to_host(void* host, const void* device, size_t bytes) = 0;
   // Waits until every op issued so far has completed (the CPU's ops complete when they return).
   virtual void synchronize() = 0;
+
+  // ---- memory of this backend, by category ----
+  // `bytes` of this backend's memory, zeroed, counted in memory_counters() under `category` (the
+  // CPU's is host memory: counted in core's memory_stats() too). paged: reserved address space whose
+  // pages become resident where touched and can be handed back (Buffer::zero_range, discard_range;
+  // Buffer::sample_residency measures them); on a GPU, virtual memory with pages mapped on demand.
+  // The backend must outlive its buffers.
+  virtual Buffer allocate(size_t bytes, MemCategory category, Residency residency = Residency::resident) = 0;
+  // Live and peak bytes of this backend's memory by category (paged: as last sampled).
+  virtual MemoryStats memory_counters() const = 0;
+
+  // ---- streams and events ----
+  // Ops run in issue order on the current stream; communication goes on its own stream so that it
+  // overlaps compute. set_stream makes later ops (and copies) run on `s` and returns the previous one
+  // (StreamScope below). An event marks everything issued to a stream so far: record it there, and
+  // wait_event makes another stream wait for it before its later work (not the host: that is
+  // synchronize_event). The CPU's ops complete when they return, so there its events are already
+  // reached and the waits return at once; a device backend implements them with its streams/events.
+  enum class Stream : uint8_t { compute, communication };
+  struct Event {
+    uint64_t id = 0;
+  };
+  virtual Stream set_stream(Stream s) = 0;
+  virtual Event record_event(Stream s) = 0;
+  virtual void wait_event(Stream waiter, Event e) = 0;
+  virtual void synchronize_event(Event e) = 0;
+};
+
+// Runs what it scopes on one stream: { StreamScope on(be, Backend::Stream::communication); ... }
+class StreamScope {
+ public:
+  StreamScope(Backend& be, Backend::Stream s) : be_(be), previous_(be.set_stream(s)) {}
+  ~StreamScope() { be_.set_stream(previous_); }
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  Backend& be_;
+  Backend::Stream previous_;
 };
 
 // The backend for train.device. A device this build has no backend for is an error naming what

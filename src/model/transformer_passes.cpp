@@ -123,7 +123,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     return 0.f;
   }
   Buffer& buffer = acts_->loss_scratch;  // allocated at the first loss read (eval, sample), outside the plan
-  if (!buffer.data()) buffer = Buffer(sizeof(double), MemCategory::other);
+  if (!buffer.data()) buffer = be_.allocate(sizeof(double), MemCategory::other);
   auto* scratch = buffer.as<double>();
   be_.fill_f64(scratch, 1, 0.0);
   forward(tokens, targets, scratch);

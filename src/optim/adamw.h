@@ -22,7 +22,9 @@ struct AdamWConfig {
 class AdamW {
  public:
   // Owns moments for elements [begin, end) of the flat buffer (end < 0: to the end).
-  AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin = 0, int64_t end = -1);
+  // backend: whose memory the moments are and where the update runs (nullptr: host buffers and the
+  // CPU kernels directly, for the parameter server and tests).
+  AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin = 0, int64_t end = -1, Backend* backend = nullptr);
 
   // One update of params[begin,end) from grads[begin,end); both point at the FULL flat buffers.
   void step(float* params, const float* grads, float lr);
@@ -39,6 +41,7 @@ class AdamW {
   int64_t numel() const { return end_ - begin_; }
 
  private:
+  Backend* backend_;
   struct Segment {
     int64_t begin, end;  // absolute element range
     float weight_decay;

@@ -17,7 +17,7 @@ double now_s() {
 
 DataParallel::DataParallel(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim,
                            int64_t bucket_bytes, const CompressionConfig& compression)
-    : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim),
+    : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim, 0, -1, &backend),
       tail_(compression.kind == CompressionKind::none ? TiedEmbeddingTail::create(backend, dp, store) : nullptr) {
   if (compression.kind != CompressionKind::none && dp.size() > 1)
     exchange_ = std::make_unique<CompressedExchange>(backend, dp, store.layout(), compression);

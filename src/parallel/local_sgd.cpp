@@ -21,9 +21,9 @@ void outer_sgd_step(Backend& backend, float* anchor, float* velocity, const floa
 
 LocalSgd::LocalSgd(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim,
                    const LocalSgdConfig& cfg)
-    : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim), cfg_(cfg),
-      anchor_(flat_bytes(store), MemCategory::optimizer_state),
-      momentum_(flat_bytes(store), MemCategory::optimizer_state) {
+    : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim, 0, -1, &backend), cfg_(cfg),
+      anchor_(backend.allocate(flat_bytes(store), MemCategory::optimizer_state)),
+      momentum_(backend.allocate(flat_bytes(store), MemCategory::optimizer_state)) {
   backend_.copy(anchor(), store_.params(), store_.numel());
   backend_.fill(outer_momentum(), store_.numel(), 0.0f);
 }

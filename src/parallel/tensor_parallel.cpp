@@ -38,7 +38,7 @@ void TensorParallel::reduce_scatter_rows(const TpRegion& r, const char* hook) {
   if (comm_.size() == 1 || !status_.ok() || !rows_divide(r, hook)) return;
   const int64_t count = r.rows / comm_.size() * r.cols;
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  if (scatter_.bytes() < bytes) scatter_ = Buffer(bytes, MemCategory::communication);
+  if (scatter_.bytes() < bytes) scatter_ = backend_.allocate(bytes, MemCategory::communication);
   const Status s = comm_.reduce_scatter_async(r.data, scatter_.data(), count, DType::f32, ReduceOp::sum).wait();
   if (!s.ok()) return fail(s, r, hook);
   backend_.copy(r.data + comm_.rank() * count, scatter_.as<float>(), count);

@@ -15,7 +15,7 @@ TiedEmbeddingTail::TiedEmbeddingTail(Backend& backend, Communicator& dp, ParamSt
                                      int head_layer)
     : backend_(backend), dp_(dp), store_(store), offset_(wte.offset), rows_(wte.shape[0]), cols_(wte.shape[1]),
       end_(wte.offset + (wte.numel + 15) / 16 * 16), head_layer_(head_layer),
-      head_(static_cast<size_t>(wte.numel) * sizeof(float), MemCategory::communication),
+      head_(backend.allocate(static_cast<size_t>(wte.numel) * sizeof(float), MemCategory::communication)),
       mask_(static_cast<size_t>(wte.shape[0])) {}
 
 void TiedEmbeddingTail::on_head_ready() {

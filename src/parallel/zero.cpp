@@ -63,20 +63,20 @@ ZeroSharded::ZeroSharded(Backend& backend, Communicator& dp, ParamStore& store, 
         << "; layer " << layer << " spans " << u->end - u->begin << " elements";
     u->slice = (u->end - u->begin) / size_;
     u->owned = {u->begin + rank_ * u->slice, u->begin + (rank_ + 1) * u->slice};
-    u->opt = std::make_unique<AdamW>(layout, optim, u->owned.begin, u->owned.end);
+    u->opt = std::make_unique<AdamW>(layout, optim, u->owned.begin, u->owned.end, &backend);
     u->index = units_.size();
     acc_floats += stage_ >= 2 ? u->slice : 0;
     max_slice = std::max(max_slice, u->slice);
     units_.push_back(std::move(u));
   }
-  accumulators_ = Buffer(static_cast<size_t>(acc_floats) * sizeof(float), MemCategory::gradients);
+  accumulators_ = backend.allocate(static_cast<size_t>(acc_floats) * sizeof(float), MemCategory::gradients);
   float* cursor = accumulators_.as<float>();
   for (auto& u : units_)
     if (stage_ >= 2) {
       u->acc = cursor;
       cursor += u->slice;
     }
-  slots_ = Buffer(static_cast<size_t>(4 * max_slice) * sizeof(float), MemCategory::communication);
+  slots_ = backend.allocate(static_cast<size_t>(4 * max_slice) * sizeof(float), MemCategory::communication);
   for (int i = 0; i < 4; ++i) (i < 2 ? free_recv_ : free_send_).push_back(slots_.as<float>() + i * max_slice);
   // A tied head on the stage that also holds the embedding reads wte (unit -1) at layer n_layer.
   const ParamInfo* wte = layout.find("wte");

@@ -7,7 +7,7 @@ AccumulationRunner::AccumulationRunner(Transformer& model, GradientSync& sync, B
                                        int64_t micro_batches)
     : model_(model), sync_(sync), next_batch_(std::move(next_batch)), micro_batches_(micro_batches),
       inputs_(model.batch() * model.seq_len()), targets_(model.batch() * model.seq_len()),
-      loss_sum_(sizeof(double), MemCategory::activations) {}
+      loss_sum_(model.backend().allocate(sizeof(double), MemCategory::activations)) {}
 
 Status AccumulationRunner::run(Timeline& timeline) {
   Backend& be = model_.backend();

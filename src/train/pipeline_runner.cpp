@@ -38,7 +38,7 @@ PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::ve
                                Communicator& pp, PipelineScheduleKind kind, PipelineShape shape, GradientSync& sync,
                                ConfigureModel configure, BatchSource next_batch)
     : backend_(backend), cfg_(cfg), B_(B), T_(T), C_(cfg.d_model), pp_(pp), stage_(pp.rank()), shape_(shape),
-      sync_(sync), next_batch_(std::move(next_batch)), loss_sum_(sizeof(double), MemCategory::activations) {
+      sync_(sync), next_batch_(std::move(next_batch)), loss_sum_(backend.allocate(sizeof(double), MemCategory::activations)) {
   TS_CHECK(shape_.stages == pp.size()) << "pipeline shape has " << shape_.stages << " stages, pp group " << pp.size();
   TS_CHECK(static_cast<int>(chunks.size()) == shape_.virtual_stages)
       << chunks.size() << " model chunks for " << shape_.virtual_stages << " virtual stages";

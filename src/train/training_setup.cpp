@@ -116,7 +116,7 @@ LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
 Status build_data_parallel_model(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
-  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc)));
+  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc), StoreOptions{.backend = run.backend.get()}));
   TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
   TS_ASSIGN_OR_RETURN(Recompute recompute, parse_recompute(cfg.train.recompute));
   TS_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.train.precision));
@@ -154,11 +154,13 @@ Status build_model_parallel(TrainingRun& run) {
   const int zero = cfg.parallel.zero;
   const int64_t alignment = zero > 0 ? zero_layer_alignment(grid.shape().dp) : 16;
   std::vector<ParamStore*> chunks;
+  StoreOptions store_options = zero > 0 ? zero_store_options(zero) : StoreOptions{};
+  store_options.backend = run.backend.get();
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
     const auto [first, last] = lay.chunk_layers(stage, c);
     run.stores.push_back(std::make_unique<ParamStore>(
         ParamLayout(mc, first, last, TensorParallelShard{grid.coord().tp, tp_size}, alignment),
-        zero > 0 ? zero_store_options(zero) : StoreOptions{}));
+        store_options));
     TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
     chunks.push_back(run.stores.back().get());
   }
