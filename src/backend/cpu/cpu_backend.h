@@ -4,15 +4,31 @@
 #include <utility>
 
 #include "backend/backend.h"
+#include "backend/cpu/kernel_table.h"
+#include "backend/cpu_isa.h"
 
 namespace tessera {
 
 class CpuBackend final : public Backend {
  public:
+  // The kernels of the level this process runs (select_cpu_isa), looked up at every op.
+  CpuBackend() = default;
+  // The kernels of one compiled level, whatever the process runs (the CPU must have it:
+  // cpu_isa_supported), so one process can hold the levels against each other. oneDNN's matmuls and
+  // the ops outside the kernel table have one implementation per process.
+  explicit CpuBackend(CpuIsa isa) : kernels_(&ops::cpu_kernels(isa)) {}
+
   Device device() const override { return Device::cpu; }
 
-#define TESSERA_CPU_BACKEND_OP(name, ret, params, args) \
-  ret name params override { return ops::name args; }
+  // An op of the kernel table runs this backend's level; the others are the ops:: functions.
+  // (The lambda's names must not collide with any op's parameter names.)
+#define TESSERA_CPU_BACKEND_OP(name, ret, params, args)                                   \
+  ret name params override {                                                              \
+    return [&]<class KernelTable_>(const KernelTable_& kernel_table_) -> ret {            \
+      if constexpr (requires { kernel_table_.name; }) return kernel_table_.name args;     \
+      else return ops::name args;                                                         \
+    }(kernels_ ? *kernels_ : ops::active_cpu_kernels());                                  \
+  }
   TESSERA_BACKEND_OPS(TESSERA_CPU_BACKEND_OP)
 #undef TESSERA_CPU_BACKEND_OP
 
@@ -32,6 +48,7 @@ class CpuBackend final : public Backend {
   void synchronize_event(Event) override {}
 
  private:
+  const ops::CpuKernels* kernels_ = nullptr;  // nullptr: the process's level
   MemoryCounters counters_;
   Stream stream_ = Stream::compute;
   uint64_t events_ = 0;
