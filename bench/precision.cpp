@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
       Transformer net(backend, cfg, store, B, T);
       net.set_precision(modes[m]);
       AdamW opt(store.layout(), AdamWConfig{});
-      LossScaler scaler;
+      LossScaler scaler(backend);
       Stream data(cfg.vocab_size, 42);
       std::vector<int32_t> tokens(size_t(B * T)), targets(size_t(B * T));
       const double t0 = now();

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   Transformer net(backend, cfg, store, B, T);
   auto world = MpiCommunicator::create_world();
   if (!world.ok()) { std::fprintf(stderr, "%s\n", world.status().message().c_str()); return 1; }
-  DataParallel sync(*world.value(), store, AdamWConfig{}, 4 << 20);
+  DataParallel sync(backend, *world.value(), store, AdamWConfig{}, 4 << 20);
   net.set_grad_ready_callback([&sync](int layer) { sync.on_layer_ready(layer); });
   std::vector<int32_t> tokens(B * T), targets(B * T);
   Rng rng(7);

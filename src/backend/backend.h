@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "backend/ops.h"
+#include "core/memory.h"
 #include "core/status.h"
 #include "core/tensor.h"  // Device
 
@@ -107,7 +108,27 @@ namespace tessera {
   X(copy, void, (float* dst, const float* src, int64_t n), (dst, src, n))                                            \
   X(add, void, (float* out, const float* y, const float* x, int64_t n), (out, y, x, n))                              \
   X(axpy, void, (float* y, float a, const float* x, int64_t n), (y, a, x, n))                                        \
-  X(count_nonfinite, int64_t, (const float* x, int64_t n), (x, n))
+  X(count_nonfinite, int64_t, (const float* x, int64_t n), (x, n))                                                 \
+  X(sub, void, (float* out, const float* a, const float* b, int64_t n), (out, a, b, n))                              \
+  X(cast_f32_to_bf16, void, (uint16_t * out, const float* in, int64_t n), (out, in, n))                              \
+  X(cast_bf16_to_f32, void, (float* out, const uint16_t* in, int64_t n), (out, in, n))                               \
+  X(sub_bf16, void, (float* out, const float* x, const uint16_t* y, int64_t n), (out, x, y, n))                      \
+  X(accumulate_bf16, void, (float* out, float scale, const uint16_t* in, int64_t n), (out, scale, in, n))            \
+  X(gather, void, (float* out, const float* x, const int32_t* idx, int64_t k), (out, x, idx, k))                     \
+  X(scatter_add, void, (float* out, float scale, const int32_t* idx, const float* val, int64_t k),                   \
+    (out, scale, idx, val, k))                                                                                       \
+  X(scatter_fill, void, (float* out, const int32_t* idx, int64_t k, float value), (out, idx, k, value))              \
+  X(nonzero_rows, void, (int32_t * mask, const float* x, int64_t rows, int64_t cols), (mask, x, rows, cols))         \
+  X(gather_rows, void, (float* out, const float* x, const int64_t* idx, int64_t k, int64_t cols),                    \
+    (out, x, idx, k, cols))                                                                                          \
+  X(scatter_add_rows, void, (float* out, const int64_t* idx, const float* x, int64_t k, int64_t cols),               \
+    (out, idx, x, k, cols))                                                                                          \
+  X(outer_sgd_update, void,                                                                                          \
+    (float* anchor, float* velocity, const float* delta, int64_t n, float lr, float momentum, bool nesterov),        \
+    (anchor, velocity, delta, n, lr, momentum, nesterov))                                                           \
+  X(fill_f64, void, (double* x, int64_t n, double value), (x, n, value))                                             \
+  X(accumulate_mean_loss, void, (double* loss_sum, const float* losses, int64_t n, int64_t valid),                  \
+    (loss_sum, losses, n, valid))
 
 std::string_view device_name(Device d);  // "cpu", "cuda"
 // "cpu" or "cuda"; anything else is an error naming the choices.
@@ -128,6 +149,45 @@ class Backend {
   virtual void copy_to_host(void* host, const void* device, size_t bytes) = 0;
   // Waits until every op issued so far has completed (the CPU's ops complete when they return).
   virtual void synchronize() = 0;
+
+  // ---- memory of this backend, by category ----
+  // `bytes` of this backend's memory, zeroed, counted in memory_counters() under `category` (the
+  // CPU's is host memory: counted in core's memory_stats() too). paged: reserved address space whose
+  // pages become resident where touched and can be handed back (Buffer::zero_range, discard_range;
+  // Buffer::sample_residency measures them); on a GPU, virtual memory with pages mapped on demand.
+  // The backend must outlive its buffers.
+  virtual Buffer allocate(size_t bytes, MemCategory category, Residency residency = Residency::resident) = 0;
+  // Live and peak bytes of this backend's memory by category (paged: as last sampled).
+  virtual MemoryStats memory_counters() const = 0;
+
+  // ---- streams and events ----
+  // Ops run in issue order on the current stream; communication goes on its own stream so that it
+  // overlaps compute. set_stream makes later ops (and copies) run on `s` and returns the previous one
+  // (StreamScope below). An event marks everything issued to a stream so far: record it there, and
+  // wait_event makes another stream wait for it before its later work (not the host: that is
+  // synchronize_event). The CPU's ops complete when they return, so there its events are already
+  // reached and the waits return at once; a device backend implements them with its streams/events.
+  enum class Stream : uint8_t { compute, communication };
+  struct Event {
+    uint64_t id = 0;
+  };
+  virtual Stream set_stream(Stream s) = 0;
+  virtual Event record_event(Stream s) = 0;
+  virtual void wait_event(Stream waiter, Event e) = 0;
+  virtual void synchronize_event(Event e) = 0;
+};
+
+// Runs what it scopes on one stream: { StreamScope on(be, Backend::Stream::communication); ... }
+class StreamScope {
+ public:
+  StreamScope(Backend& be, Backend::Stream s) : be_(be), previous_(be.set_stream(s)) {}
+  ~StreamScope() { be_.set_stream(previous_); }
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  Backend& be_;
+  Backend::Stream previous_;
 };
 
 // The backend for train.device. A device this build has no backend for is an error naming what

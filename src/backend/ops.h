@@ -151,5 +151,42 @@ void add(float* out, const float* y, const float* x, int64_t n);
 void axpy(float* y, float a, const float* x, int64_t n);
 // How many of x[0, n) are NaN or +-inf.
 int64_t count_nonfinite(const float* x, int64_t n);
+// out = a - b.
+void sub(float* out, const float* a, const float* b, int64_t n);
+
+// ---- bf16 storage (cpu/bf16_casts.cpp): round to nearest even as core/dtype.h, NaN kept quiet ----
+// out = bf16(in). In place allowed (out over in's first half: the CPU runs front to back).
+void cast_f32_to_bf16(uint16_t* out, const float* in, int64_t n);
+// out = f32(in). In place allowed (in over out's first half: the CPU runs back to front).
+void cast_bf16_to_f32(float* out, const uint16_t* in, int64_t n);
+// out = x - f32(y): what a bf16 cast dropped (error feedback). out may be x.
+void sub_bf16(float* out, const float* x, const uint16_t* y, int64_t n);
+// out += scale * f32(in).
+void accumulate_bf16(float* out, float scale, const uint16_t* in, int64_t n);
+
+// ---- gather / scatter (cpu/gather_scatter.cpp) ----
+// out[j] = x[idx[j]] for j < k.
+void gather(float* out, const float* x, const int32_t* idx, int64_t k);
+// out[idx[j]] += scale * val[j], in j order (repeated indices add up).
+void scatter_add(float* out, float scale, const int32_t* idx, const float* val, int64_t k);
+// out[idx[j]] = value.
+void scatter_fill(float* out, const int32_t* idx, int64_t k, float value);
+// x(rows, cols): mask[r] = 1 when row r holds an element other than +-0, else 0.
+void nonzero_rows(int32_t* mask, const float* x, int64_t rows, int64_t cols);
+// out(k, cols): row j = row idx[j] of x. out may be x when idx is ascending (packs rows to the front).
+void gather_rows(float* out, const float* x, const int64_t* idx, int64_t k, int64_t cols);
+// Row idx[j] of out += row j of x(k, cols).
+void scatter_add_rows(float* out, const int64_t* idx, const float* x, int64_t k, int64_t cols);
+
+// ---- the step's loss (cpu/step_loss.cpp): it stays on the device until the step ends ----
+void fill_f64(double* x, int64_t n, double value);
+// *loss_sum += the mean of losses[0, n) over `valid` rows (0 when valid == 0), rounded to f32 first
+// (the micro-batch loss Transformer::forward returns). The row sum runs in double, in row order.
+void accumulate_mean_loss(double* loss_sum, const float* losses, int64_t n, int64_t valid);
+
+// ---- local SGD's outer optimizer (torch.optim.SGD's rule on the outer gradient delta) ----
+//   v = momentum * v + delta;  anchor -= lr * (nesterov ? delta + momentum * v : v)
+void outer_sgd_update(float* anchor, float* velocity, const float* delta, int64_t n, float lr, float momentum,
+                      bool nesterov);
 
 }  // namespace tessera::ops

@@ -17,15 +17,34 @@ namespace {
 std::mutex g_mu;
 MemoryStats g_stats;
 
+void add_to(MemoryStats& s, MemCategory c, long long delta) {
+  auto i = static_cast<size_t>(c);
+  s.live[i] = static_cast<size_t>(static_cast<long long>(s.live[i]) + delta);
+  s.total_live = static_cast<size_t>(static_cast<long long>(s.total_live) + delta);
+  if (s.live[i] > s.peak[i]) s.peak[i] = s.live[i];
+  if (s.total_live > s.total_peak) s.total_peak = s.total_live;
+}
+
 void account(MemCategory c, long long delta) {
   std::lock_guard<std::mutex> lock(g_mu);
-  auto i = static_cast<size_t>(c);
-  g_stats.live[i] = static_cast<size_t>(static_cast<long long>(g_stats.live[i]) + delta);
-  g_stats.total_live = static_cast<size_t>(static_cast<long long>(g_stats.total_live) + delta);
-  if (g_stats.live[i] > g_stats.peak[i]) g_stats.peak[i] = g_stats.live[i];
-  if (g_stats.total_live > g_stats.total_peak) g_stats.total_peak = g_stats.total_live;
+  add_to(g_stats, c, delta);
 }
 }  // namespace
+
+void MemoryCounters::add(MemCategory c, long long delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  add_to(stats_, c, delta);
+}
+
+MemoryStats MemoryCounters::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Buffer::count(long long delta) {
+  account(category_, delta);
+  if (counters_) counters_->add(category_, delta);
+}
 
 std::string_view mem_category_name(MemCategory c) {
   switch (c) {
@@ -55,8 +74,8 @@ static size_t page_size() {
   return p;
 }
 
-Buffer::Buffer(size_t bytes, MemCategory category, Residency residency)
-    : bytes_(bytes), paged_(residency == Residency::paged), category_(category) {
+Buffer::Buffer(size_t bytes, MemCategory category, Residency residency, MemoryCounters* counters)
+    : bytes_(bytes), paged_(residency == Residency::paged), category_(category), counters_(counters) {
   if (bytes == 0) return;
   if (paged_) {
     const size_t ps = page_size();
@@ -71,7 +90,7 @@ Buffer::Buffer(size_t bytes, MemCategory category, Residency residency)
   if (!data_) throw std::bad_alloc();
   std::memset(data_, 0, rounded);
   counted_ = bytes_;
-  account(category_, static_cast<long long>(counted_));
+  count(static_cast<long long>(counted_));
 }
 
 Buffer::~Buffer() { release(); }
@@ -80,7 +99,7 @@ void Buffer::release() {
   if (data_) {
     if (paged_) munmap(data_, mapped_);
     else std::free(data_);
-    account(category_, -static_cast<long long>(counted_));
+    count(-static_cast<long long>(counted_));
   }
   data_ = nullptr;
   bytes_ = mapped_ = counted_ = 0;
@@ -88,7 +107,7 @@ void Buffer::release() {
 
 Buffer::Buffer(Buffer&& o) noexcept
     : data_(o.data_), bytes_(o.bytes_), mapped_(o.mapped_), counted_(o.counted_), paged_(o.paged_),
-      category_(o.category_) {
+      category_(o.category_), counters_(o.counters_) {
   o.data_ = nullptr;
   o.bytes_ = o.mapped_ = o.counted_ = 0;
 }
@@ -102,6 +121,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     counted_ = o.counted_;
     paged_ = o.paged_;
     category_ = o.category_;
+    counters_ = o.counters_;
     o.data_ = nullptr;
     o.bytes_ = o.mapped_ = o.counted_ = 0;
   }
@@ -147,7 +167,7 @@ size_t Buffer::sample_residency() {
   if (mincore(data_, mapped_, vec.data()) == 0)
     for (unsigned char v : vec) resident += (v & 1) ? page_size() : 0;
   resident = std::min(resident, bytes_);
-  account(category_, static_cast<long long>(resident) - static_cast<long long>(counted_));
+  count(static_cast<long long>(resident) - static_cast<long long>(counted_));
   counted_ = resident;
   return resident;
 }

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <mutex>
 #include <string_view>
 
 namespace tessera {
@@ -22,6 +23,17 @@ struct MemoryStats {
 MemoryStats memory_stats();
 void reset_memory_peaks();
 
+// One owner's counters (a backend's memory by category), kept besides the process-wide ones.
+class MemoryCounters {
+ public:
+  void add(MemCategory c, long long delta);
+  MemoryStats stats() const;
+
+ private:
+  mutable std::mutex mu_;
+  MemoryStats stats_;
+};
+
 // How a buffer's memory is backed. resident: allocated and counted in full. paged: an anonymous
 // mapping whose pages become resident when first touched and can be handed back to the OS
 // (zero_range / discard_range), so a ZeRO rank's full-size parameter or gradient buffer only
@@ -33,7 +45,9 @@ enum class Residency { resident, paged };
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(size_t bytes, MemCategory category, Residency residency = Residency::resident);
+  // counters: also counted there (the backend that allocated it); it must outlive the buffer.
+  Buffer(size_t bytes, MemCategory category, Residency residency = Residency::resident,
+         MemoryCounters* counters = nullptr);
   ~Buffer();
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -60,12 +74,14 @@ class Buffer {
 
  private:
   void release();
+  void count(long long delta);
   void* data_ = nullptr;
   size_t bytes_ = 0;
   size_t mapped_ = 0;   // paged: length of the mapping
   size_t counted_ = 0;  // bytes currently added to the counters
   bool paged_ = false;
   MemCategory category_ = MemCategory::other;
+  MemoryCounters* counters_ = nullptr;
 };
 
 }  // namespace tessera

@@ -154,12 +154,18 @@ std::pair<int64_t, int64_t> ParamLayout::layer_range(int layer) const {
   return {b, std::min(total_, (e + layer_alignment_ - 1) / layer_alignment_ * layer_alignment_)};
 }
 
+namespace {
+Buffer store_buffer(const StoreOptions& o, size_t bytes, MemCategory category, Residency residency) {
+  return o.backend ? o.backend->allocate(bytes, category, residency) : Buffer(bytes, category, residency);
+}
+}  // namespace
+
 ParamStore::ParamStore(ParamLayout layout, StoreOptions options)
     : layout_(std::move(layout)),
-      params_(static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float), MemCategory::parameters,
-              options.params),
-      grads_(static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float), MemCategory::gradients,
-             options.grads) {}
+      params_(store_buffer(options, static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float),
+                           MemCategory::parameters, options.params)),
+      grads_(store_buffer(options, static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float),
+                          MemCategory::gradients, options.grads)) {}
 
 void ParamStore::zero_grads() { grads_.zero_range(0, static_cast<size_t>(numel()) * sizeof(float)); }
 

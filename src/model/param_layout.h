@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -120,6 +121,7 @@ struct StoreOptions {
   Residency params = Residency::resident;
   Residency grads = Residency::resident;
   int64_t slack = 0;
+  Backend* backend = nullptr;  // whose memory the buffers are (nullptr: plain host buffers, for tools and tests)
 };
 
 // Parameters and their gradients: two flat buffers over one layout.

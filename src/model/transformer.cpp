@@ -12,12 +12,6 @@
 
 namespace tessera {
 
-namespace {
-Buffer act_buffer(int64_t numel) {
-  return Buffer(static_cast<size_t>(numel) * sizeof(float), MemCategory::activations);
-}
-}  // namespace
-
 Transformer::Transformer(Backend& backend, const ModelConfig& cfg, ParamStore& store, int64_t B, int64_t T,
                          Recompute recompute)
     : be_(backend), cfg_(cfg), store_(store), B_(B), T_(T),
@@ -82,8 +76,8 @@ void Transformer::allocate_activations() {
   acts_.reset();  // free the old set first: the peak is one set, not two
   acts_ = std::make_unique<Acts>();
   Acts& a = *acts_;
-  auto act_buffer = [&a](int64_t numel) {
-    Buffer b = tessera::act_buffer(numel);
+  auto act_buffer = [this, &a](int64_t numel) {
+    Buffer b = be_.allocate(static_cast<size_t>(numel) * sizeof(float), MemCategory::activations);
     a.bytes += b.bytes();
     return b;
   };

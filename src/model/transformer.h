@@ -64,7 +64,12 @@ class Transformer {
   // Full model or first stage: tokens (B,T) in [0, V). Last stage with targets (B,T) (entries < 0
   // are ignored): returns the mean loss over valid targets. Without targets: computes logits()
   // and returns 0. Non-first stages take hidden states through stage_input() instead of tokens.
+  // The loss crosses to the host here, per call (eval, sample, tests).
   float forward(const int32_t* tokens, const int32_t* targets);
+  // The training form: with targets, adds the mean loss to *loss_sum (one double of this backend's
+  // memory) instead, so the step's loss stays on the device until the step ends.
+  void forward(const int32_t* tokens, const int32_t* targets, double* loss_sum);
+  Backend& backend() const { return be_; }
   // Accumulates parameter gradients into the store (+=). The loss gradient is scaled by
   // loss_scale (e.g. 1/accumulation_steps). Requires a preceding forward with targets (last
   // stage) or a filled stage_output_grad() (non-last stage).

@@ -118,6 +118,21 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
+  if (!targets || !is_last_stage()) {
+    forward(tokens, targets, nullptr);
+    return 0.f;
+  }
+  Buffer& buffer = acts_->loss_scratch;  // allocated at the first loss read (eval, sample), outside the plan
+  if (!buffer.data()) buffer = be_.allocate(sizeof(double), MemCategory::other);
+  auto* scratch = buffer.as<double>();
+  be_.fill_f64(scratch, 1, 0.0);
+  forward(tokens, targets, scratch);
+  double loss = 0;
+  be_.copy_to_host(&loss, scratch, sizeof loss);
+  return static_cast<float>(loss);  // exact: 0 + the f32 mean
+}
+
+void Transformer::forward(const int32_t* tokens, const int32_t* targets, double* loss_sum) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
   const int64_t B = d.B, T = d.T, N = d.N, C = d.C, V = d.V, NS = d.NS, R0 = d.R0;
@@ -168,7 +183,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
       be_.copy(out + R0 * C, x, NS * C);
       tp.sequence_gather({TpPoint::stage_output, last_ - 1, out, N, C});
     }
-    return 0.f;
+    return;
   }
 
   const int L = static_cast<int>(c.n_layer);
@@ -181,7 +196,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   const float* head_in = column_input(lnf, TpPoint::lm_head, L);
   profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, logits, head_in, w.head, nullptr, N, C, V); });
   event(LayerEvent::after_forward, L);
-  if (!targets) return 0.f;
+  if (!targets) return;
 
   int64_t valid = 0;
   for (int64_t i = 0; i < N; ++i) {
@@ -211,10 +226,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
     });
   }
   a.have_dlogits = true;
-  double sum = 0;
-  const float* losses = a.losses.as<float>();
-  for (int64_t i = 0; i < N; ++i) sum += losses[i];
-  return valid > 0 ? static_cast<float>(sum / static_cast<double>(valid)) : 0.f;
+  be_.accumulate_mean_loss(loss_sum, a.losses.as<float>(), N, valid);
 }
 
 void Transformer::backward(float loss_scale) {

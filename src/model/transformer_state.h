@@ -34,6 +34,7 @@ struct Transformer::Acts {
   Buffer lnf, lnf_mean, lnf_rstd;  // (NS, C) (NS) (NS)
   Buffer logits;                   // (N, V); holds dlogits after a forward with targets
   Buffer losses;                   // (N)
+  Buffer loss_scratch;             // one double: forward()'s loss before it crosses to the host
   Buffer ce_max, ce_stats;         // (N) (N, 2) row statistics of the vocabulary-parallel loss (tp > 1)
   // Backward scratch, shared by all layers.
   Buffer dresidual;                // (N, C) gradient of the residual stream

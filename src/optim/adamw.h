@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/memory.h"
 #include "model/param_layout.h"
 
@@ -21,7 +22,9 @@ struct AdamWConfig {
 class AdamW {
  public:
   // Owns moments for elements [begin, end) of the flat buffer (end < 0: to the end).
-  AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin = 0, int64_t end = -1);
+  // backend: whose memory the moments are and where the update runs (nullptr: host buffers and the
+  // CPU kernels directly, for the parameter server and tests).
+  AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin = 0, int64_t end = -1, Backend* backend = nullptr);
 
   // One update of params[begin,end) from grads[begin,end); both point at the FULL flat buffers.
   void step(float* params, const float* grads, float lr);
@@ -38,6 +41,7 @@ class AdamW {
   int64_t numel() const { return end_ - begin_; }
 
  private:
+  Backend* backend_;
   struct Segment {
     int64_t begin, end;  // absolute element range
     float weight_decay;
@@ -51,6 +55,9 @@ class AdamW {
 
 // Global L2 norm of grads[0, n); if max_norm > 0 and the norm exceeds it, scales grads by
 // max_norm / norm (as torch.nn.utils.clip_grad_norm_). Returns the norm before clipping.
+// The first form runs on `backend` (grads its memory); the second on the CPU kernels directly
+// (host gradients: the parameter server worker and the tests).
+float clip_grad_norm(Backend& backend, float* grads, int64_t n, float max_norm);
 float clip_grad_norm(float* grads, int64_t n, float max_norm);
 
 }  // namespace tessera

@@ -21,32 +21,14 @@
 
 namespace tessera {
 
-LossScaler::LossScaler(LossScalerConfig cfg) : cfg_(cfg), scale_(cfg.init_scale) {
+LossScaler::LossScaler(Backend& backend, LossScalerConfig cfg)
+    : backend_(backend), cfg_(cfg), scale_(cfg.init_scale) {
   TS_CHECK(cfg.init_scale > 0 && cfg.growth_factor >= 1 && cfg.backoff_factor > 0 && cfg.backoff_factor < 1 &&
            cfg.growth_interval >= 1)
       << "invalid loss scaler config";
 }
 
-bool LossScaler::has_non_finite(const float* x, int64_t n) {
-  // x * 0 is 0 for finite x and NaN for inf or NaN; NaN survives any sum. Chunks in parallel.
-  const int64_t chunk = 1 << 16;
-  const int64_t nchunks = (n + chunk - 1) / chunk;
-  int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad) if (nchunks > 1)
-  for (int64_t c = 0; c < nchunks; ++c) {
-    const float* p = x + c * chunk;
-    const int64_t m = std::min(chunk, n - c * chunk);
-    float acc[16] = {};
-    int64_t i = 0;
-    for (; i + 16 <= m; i += 16) {
-#pragma omp simd
-      for (int j = 0; j < 16; ++j) acc[j] += p[i + j] * 0.0f;
-    }
-    for (; i < m; ++i) acc[0] += p[i] * 0.0f;
-    for (int j = 0; j < 16; ++j) bad |= std::isnan(acc[j]) ? 1 : 0;
-  }
-  return bad != 0;
-}
+bool LossScaler::has_non_finite(const float* x, int64_t n) const { return backend_.count_nonfinite(x, n) > 0; }
 
 Result<bool> LossScaler::found_overflow(std::span<const GradSpan> grads, Communicator* comm) const {
   float flag = 0.f;
@@ -62,10 +44,7 @@ Result<bool> LossScaler::found_overflow(std::span<const GradSpan> grads, Communi
 
 void LossScaler::unscale(std::span<const GradSpan> grads) const {
   const float inv = 1.f / scale_;  // a power of two for the default factors: exact
-  for (const GradSpan& g : grads) {
-#pragma omp parallel for simd schedule(static) if (g.n > (1 << 16))
-    for (int64_t i = 0; i < g.n; ++i) g.data[i] *= inv;
-  }
+  for (const GradSpan& g : grads) backend_.scale_inplace(g.data, g.n, inv);
 }
 
 bool LossScaler::update(bool overflow) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/backend.h"
 #include "comm/communicator.h"
 #include "core/status.h"
 
@@ -39,13 +40,14 @@ struct GradSpan {
 
 class LossScaler {
  public:
-  explicit LossScaler(LossScalerConfig cfg = {});
+  // The checks and the unscaling run as ops of `backend` (the gradients are its memory).
+  explicit LossScaler(Backend& backend, LossScalerConfig cfg = {});
 
   // The factor on the loss gradient: pass scale() / accumulation_steps to Transformer::backward.
   float scale() const { return scale_; }
 
-  // Whether any element of x[0, n) is inf or NaN (local; deterministic, vectorised).
-  static bool has_non_finite(const float* x, int64_t n);
+  // Whether any element of x[0, n) is inf or NaN (local).
+  bool has_non_finite(const float* x, int64_t n) const;
   // Collective over `comm` (every rank calls it; nullptr = a single rank): true when any rank's
   // gradient ranges hold inf or NaN (a max all-reduce of one float).
   Result<bool> found_overflow(std::span<const GradSpan> grads, Communicator* comm) const;
@@ -69,6 +71,7 @@ class LossScaler {
   const LossScalerConfig& config() const { return cfg_; }
 
  private:
+  Backend& backend_;
   LossScalerConfig cfg_;
   float scale_;
   int64_t good_ = 0, skipped_ = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "core/log.h"
 
@@ -42,39 +43,37 @@ namespace {
 
 // m = grad + residual, written into the residual (which then holds m until the compressor stores
 // what it dropped), or grad itself without error feedback.
-const float* add_residual(const float* grad, int64_t n, float* residual) {
+const float* add_residual(Backend& backend, const float* grad, int64_t n, float* residual) {
   if (!residual) return grad;
-  for (int64_t i = 0; i < n; ++i) residual[i] += grad[i];
+  backend.add(residual, residual, grad, n);
   return residual;
 }
 
 class Bf16Compressor final : public Compressor {
  public:
+  using Compressor::Compressor;
   CompressionKind kind() const override { return CompressionKind::bf16; }
   int64_t payload_bytes(int64_t n) const override { return 2 * n; }
   void compress(const float* grad, int64_t n, float* residual, uint8_t* payload) override {
-    const float* m = add_residual(grad, n, residual);
+    const float* m = add_residual(backend_, grad, n, residual);
     auto* out = reinterpret_cast<uint16_t*>(payload);
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = f32_to_bf16(m[i]);
-      if (residual) residual[i] = m[i] - bf16_to_f32(out[i]);
-    }
+    backend_.cast_f32_to_bf16(out, m, n);
+    if (residual) backend_.sub_bf16(residual, m, out, n);
   }
   void accumulate(const uint8_t* payload, int64_t n, float scale, float* out) const override {
-    const auto* in = reinterpret_cast<const uint16_t*>(payload);
-    for (int64_t i = 0; i < n; ++i) out[i] += scale * bf16_to_f32(in[i]);
+    backend_.accumulate_bf16(out, scale, reinterpret_cast<const uint16_t*>(payload), n);
   }
 };
 
 // Payload: k int32 indices (ascending), then k float values.
 class TopKCompressor final : public Compressor {
  public:
-  explicit TopKCompressor(double ratio) : ratio_(ratio) {}
+  TopKCompressor(Backend& backend, double ratio) : Compressor(backend), ratio_(ratio) {}
   CompressionKind kind() const override { return CompressionKind::topk; }
   int64_t payload_bytes(int64_t n) const override { return topk_count(n, ratio_) * 8; }
   void compress(const float* grad, int64_t n, float* residual, uint8_t* payload) override {
     TS_CHECK(n < INT32_MAX);
-    const float* m = add_residual(grad, n, residual);
+    const float* m = add_residual(backend_, grad, n, residual);
     const int64_t k = topk_count(n, ratio_);
     order_.resize(static_cast<size_t>(n));
     std::iota(order_.begin(), order_.end(), 0);
@@ -87,18 +86,15 @@ class TopKCompressor final : public Compressor {
     std::sort(order_.begin(), order_.begin() + k);
     auto* idx = reinterpret_cast<int32_t*>(payload);
     auto* val = reinterpret_cast<float*>(payload + 4 * k);
-    for (int64_t j = 0; j < k; ++j) {
-      idx[j] = order_[static_cast<size_t>(j)];
-      val[j] = m[idx[j]];
-    }
-    if (residual)  // the residual holds m: dropping the kept entries leaves exactly the rest
-      for (int64_t j = 0; j < k; ++j) residual[idx[j]] = 0.0f;
+    std::copy_n(order_.begin(), k, idx);
+    backend_.gather(val, m, idx, k);
+    if (residual) backend_.scatter_fill(residual, idx, k, 0.0f);  // it holds m: what remains was dropped
   }
   void accumulate(const uint8_t* payload, int64_t n, float scale, float* out) const override {
     const int64_t k = topk_count(n, ratio_);
     const auto* idx = reinterpret_cast<const int32_t*>(payload);
     const auto* val = reinterpret_cast<const float*>(payload + 4 * k);
-    for (int64_t j = 0; j < k; ++j) out[idx[j]] += scale * val[j];
+    backend_.scatter_add(out, scale, idx, val, k);
   }
 
  private:
@@ -110,11 +106,12 @@ class TopKCompressor final : public Compressor {
 // (bit set: +scale, clear: -scale).
 class OneBitCompressor final : public Compressor {
  public:
+  using Compressor::Compressor;
   CompressionKind kind() const override { return CompressionKind::onebit; }
   static int64_t chunks(int64_t n) { return (n + kOneBitChunk - 1) / kOneBitChunk; }
   int64_t payload_bytes(int64_t n) const override { return 4 * chunks(n) + 4 * ((n + 31) / 32); }
   void compress(const float* grad, int64_t n, float* residual, uint8_t* payload) override {
-    const float* m = add_residual(grad, n, residual);
+    const float* m = add_residual(backend_, grad, n, residual);
     auto* scales = reinterpret_cast<float*>(payload);
     auto* words = reinterpret_cast<uint32_t*>(payload + 4 * chunks(n));
     std::memset(words, 0, static_cast<size_t>((n + 31) / 32) * 4);
@@ -144,15 +141,37 @@ class OneBitCompressor final : public Compressor {
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_compressor(const CompressionConfig& cfg) {
+// A compressor that brings its own CPU backend (see make_compressor(cfg)).
+class OnOwnCpuBackend final : public Compressor {
+ public:
+  explicit OnOwnCpuBackend(const CompressionConfig& cfg) : Compressor(cpu_), inner_(make_compressor(cpu_, cfg)) {}
+  CompressionKind kind() const override { return inner_->kind(); }
+  int64_t payload_bytes(int64_t n) const override { return inner_->payload_bytes(n); }
+  void compress(const float* grad, int64_t n, float* residual, uint8_t* payload) override {
+    inner_->compress(grad, n, residual, payload);
+  }
+  void accumulate(const uint8_t* payload, int64_t n, float scale, float* out) const override {
+    inner_->accumulate(payload, n, scale, out);
+  }
+
+ private:
+  CpuBackend cpu_;  // stateless: the base may hold a reference before it is constructed
+  std::unique_ptr<Compressor> inner_;
+};
+
+std::unique_ptr<Compressor> make_compressor(Backend& backend, const CompressionConfig& cfg) {
   switch (cfg.kind) {
-    case CompressionKind::bf16: return std::make_unique<Bf16Compressor>();
-    case CompressionKind::topk: return std::make_unique<TopKCompressor>(cfg.topk_ratio);
-    case CompressionKind::onebit: return std::make_unique<OneBitCompressor>();
+    case CompressionKind::bf16: return std::make_unique<Bf16Compressor>(backend);
+    case CompressionKind::topk: return std::make_unique<TopKCompressor>(backend, cfg.topk_ratio);
+    case CompressionKind::onebit: return std::make_unique<OneBitCompressor>(backend);
     default: break;
   }
   TS_CHECK(false && "make_compressor: none and powersgd have no flat-span compressor");
   return nullptr;
+}
+
+std::unique_ptr<Compressor> make_compressor(const CompressionConfig& cfg) {
+  return std::make_unique<OnOwnCpuBackend>(cfg);
 }
 
 }  // namespace tessera

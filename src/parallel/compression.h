@@ -28,6 +28,7 @@
 #include <memory>
 #include <string_view>
 
+#include "backend/backend.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -47,9 +48,11 @@ struct CompressionConfig {
 inline constexpr int64_t kOneBitChunk = 1024;
 
 // A compressor of flat float spans (bf16, topk, onebit). Holds only scratch space: the state that
-// carries between steps (the residual) belongs to the caller, one per gradient span.
+// carries between steps (the residual) belongs to the caller, one per gradient span. Its loops run
+// as ops of `backend`, whose memory the spans are.
 class Compressor {
  public:
+  explicit Compressor(Backend& backend) : backend_(backend) {}
   virtual ~Compressor() = default;
   virtual CompressionKind kind() const = 0;
   // Bytes of the payload of an n-element span: a function of n and the config only, so every rank
@@ -60,9 +63,15 @@ class Compressor {
   virtual void compress(const float* grad, int64_t n, float* residual, uint8_t* payload) = 0;
   // out[i] += scale * decompress(payload)[i] for i < n.
   virtual void accumulate(const uint8_t* payload, int64_t n, float scale, float* out) const = 0;
+
+ protected:
+  Backend& backend_;
 };
 
 // bf16, topk or onebit (CHECKs otherwise: PowerSGD needs a matrix shape, see PowerSgd).
+std::unique_ptr<Compressor> make_compressor(Backend& backend, const CompressionConfig& cfg);
+// The same on a CPU backend of the compressor's own: for the parameter server (host memory) until
+// it passes the run's backend.
 std::unique_ptr<Compressor> make_compressor(const CompressionConfig& cfg);
 
 // The k top-k keeps of n elements.

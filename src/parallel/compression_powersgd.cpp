@@ -2,9 +2,7 @@
 #include "parallel/compression_powersgd.h"
 
 #include <cmath>
-#include <cstring>
 
-#include "backend/ops.h"
 #include "core/log.h"
 #include "core/rng.h"
 
@@ -14,8 +12,8 @@ bool PowerSgd::worthwhile(int64_t rows, int64_t cols, int rank) {
   return rows > 1 && cols > 1 && rank > 0 && rank * (rows + cols) < rows * cols;
 }
 
-PowerSgd::PowerSgd(int64_t rows, int64_t cols, int rank, uint64_t seed)
-    : rows_(rows), cols_(cols), rank_(rank), q_(static_cast<size_t>(cols * rank)) {
+PowerSgd::PowerSgd(Backend& backend, int64_t rows, int64_t cols, int rank, uint64_t seed)
+    : Compressor(backend), rows_(rows), cols_(cols), rank_(rank), q_(static_cast<size_t>(cols * rank)) {
   TS_CHECK(rows > 0 && cols > 0 && rank > 0);
   Rng rng(seed);
   for (float& x : q_) x = rng.normal();
@@ -45,19 +43,19 @@ void orthonormalise_columns(float* a, int64_t rows, int r) {
 
 void PowerSgd::project(const float* grad, float* residual, float* p) const {
   const int64_t n = rows_ * cols_;
-  for (int64_t i = 0; i < n; ++i) residual[i] += grad[i];
-  ops::sgemm(false, false, rows_, rank_, cols_, 1.0f, residual, cols_, q_.data(), rank_, 0.0f, p, rank_);
+  backend_.add(residual, residual, grad, n);
+  backend_.sgemm(false, false, rows_, rank_, cols_, 1.0f, residual, cols_, q_.data(), rank_, 0.0f, p, rank_);
 }
 
 void PowerSgd::factor(float* p, float* residual, float* q) const {
   orthonormalise_columns(p, rows_, rank_);
-  ops::sgemm(true, false, cols_, rank_, rows_, 1.0f, residual, cols_, p, rank_, 0.0f, q, rank_);
-  ops::sgemm(false, true, rows_, cols_, rank_, -1.0f, p, rank_, q, rank_, 1.0f, residual, cols_);
+  backend_.sgemm(true, false, cols_, rank_, rows_, 1.0f, residual, cols_, p, rank_, 0.0f, q, rank_);
+  backend_.sgemm(false, true, rows_, cols_, rank_, -1.0f, p, rank_, q, rank_, 1.0f, residual, cols_);
 }
 
 void PowerSgd::reconstruct(const float* p, const float* q, float* grad) {
-  ops::sgemm(false, true, rows_, cols_, rank_, 1.0f, p, rank_, q, rank_, 0.0f, grad, cols_);
-  std::memcpy(q_.data(), q, q_.size() * sizeof(float));
+  backend_.sgemm(false, true, rows_, cols_, rank_, 1.0f, p, rank_, q, rank_, 0.0f, grad, cols_);
+  backend_.copy(q_.data(), q, q_numel());
 }
 
 int64_t PowerSgd::payload_bytes(int64_t n) const {
@@ -75,13 +73,13 @@ void PowerSgd::compress(const float* grad, int64_t n, float* residual, uint8_t* 
   float* q = p + p_numel();
   project(grad, residual, p);
   factor(p, residual, q);
-  std::memcpy(q_.data(), q, q_.size() * sizeof(float));  // warm start from this rank's own Q
+  backend_.copy(q_.data(), q, q_numel());  // warm start from this rank's own Q
 }
 
 void PowerSgd::accumulate(const uint8_t* payload, int64_t n, float scale, float* out) const {
   TS_CHECK(n == rows_ * cols_);
   const auto* p = reinterpret_cast<const float*>(payload);
-  ops::sgemm(false, true, rows_, cols_, rank_, scale, p, rank_, p + p_numel(), rank_, 1.0f, out, cols_);
+  backend_.sgemm(false, true, rows_, cols_, rank_, scale, p, rank_, p + p_numel(), rank_, 1.0f, out, cols_);
 }
 
 }  // namespace tessera

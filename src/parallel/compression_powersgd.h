@@ -22,7 +22,7 @@ namespace tessera {
 
 class PowerSgd final : public Compressor {
  public:
-  PowerSgd(int64_t rows, int64_t cols, int rank, uint64_t seed);
+  PowerSgd(Backend& backend, int64_t rows, int64_t cols, int rank, uint64_t seed);
   // Whether rank r saves bytes on a rows x cols matrix (r (rows + cols) < rows cols).
   static bool worthwhile(int64_t rows, int64_t cols, int rank);
 

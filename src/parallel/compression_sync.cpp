@@ -4,18 +4,18 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/ops.h"
 #include "core/dtype.h"
 #include "core/log.h"
 
 namespace tessera {
 
-CompressedExchange::CompressedExchange(Communicator& dp, const ParamLayout& layout, const CompressionConfig& cfg)
-    : dp_(dp), cfg_(cfg) {
+CompressedExchange::CompressedExchange(Backend& backend, Communicator& dp, const ParamLayout& layout,
+                                       const CompressionConfig& cfg)
+    : backend_(backend), dp_(dp), cfg_(cfg) {
   TS_CHECK(cfg.kind != CompressionKind::none);
   if (cfg.kind != CompressionKind::bf16) residual_.assign(static_cast<size_t>(layout.total_numel()), 0.0f);
   if (per_bucket()) {
-    compressor_ = make_compressor(cfg);
+    compressor_ = make_compressor(backend, cfg);
     return;
   }
   int64_t p_total = 0, q_total = 0;
@@ -28,7 +28,7 @@ CompressedExchange::CompressedExchange(Communicator& dp, const ParamLayout& layo
       continue;
     }
     // The same seed on every replica of this chunk: the replicas' Q must start equal.
-    auto psgd = std::make_unique<PowerSgd>(p.shape[0], p.shape[1], cfg.powersgd_rank, 0x5EED0000ull + index);
+    auto psgd = std::make_unique<PowerSgd>(backend, p.shape[0], p.shape[1], cfg.powersgd_rank, 0x5EED0000ull + index);
     matrices_.push_back({p.offset, std::move(psgd), p_total, q_total});
     p_total += matrices_.back().psgd->p_numel();
     q_total += matrices_.back().psgd->q_numel();
@@ -62,7 +62,7 @@ Work CompressedExchange::launch(size_t bucket, float* grads, int64_t begin, int6
 void CompressedExchange::complete(size_t bucket, float* grads, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   float* g = grads + begin;
-  std::fill(g, g + n, 0.0f);
+  backend_.fill(g, n, 0.0f);
   if (cfg_.kind == CompressionKind::bf16) {
     compressor_->accumulate(send_[bucket].data(), n, 1.0f, g);
     return;
@@ -70,7 +70,7 @@ void CompressedExchange::complete(size_t bucket, float* grads, int64_t begin, in
   // The same sums in the same (rank) order on every replica: bitwise-identical results.
   const int64_t bytes = compressor_->payload_bytes(n);
   for (int r = 0; r < dp_.size(); ++r) compressor_->accumulate(recv_[bucket].data() + r * bytes, n, 1.0f, g);
-  ops::scale_inplace(g, n, 1.0f / static_cast<float>(dp_.size()));
+  backend_.scale_inplace(g, n, 1.0f / static_cast<float>(dp_.size()));
 }
 
 Status CompressedExchange::exchange_all(float* grads) {
@@ -83,12 +83,12 @@ Status CompressedExchange::exchange_all(float* grads) {
     if (!s.ok()) return Status(s.code(), "PowerSGD exchange of P: " + s.message());
   }
   for (Matrix& m : matrices_) m.psgd->factor(p_buf_.data() + m.p_at, residual + m.offset, q_buf_.data() + m.q_at);
-  for (const Vector& v : vectors_) std::copy_n(grads + v.offset, v.numel, q_buf_.data() + v.at);
+  for (const Vector& v : vectors_) backend_.copy(q_buf_.data() + v.at, grads + v.offset, v.numel);
   const Status s = dp_.all_reduce_async(q_buf_.data(), q_buf_.data(), static_cast<int64_t>(q_buf_.size()),
                                         DType::f32, ReduceOp::avg).wait();
   if (!s.ok()) return Status(s.code(), "PowerSGD exchange of Q: " + s.message());
   for (Matrix& m : matrices_) m.psgd->reconstruct(p_buf_.data() + m.p_at, q_buf_.data() + m.q_at, grads + m.offset);
-  for (const Vector& v : vectors_) std::copy_n(q_buf_.data() + v.at, v.numel, grads + v.offset);
+  for (const Vector& v : vectors_) backend_.copy(grads + v.offset, q_buf_.data() + v.at, v.numel);
   return Status::ok_status();
 }
 

@@ -24,8 +24,8 @@ namespace tessera {
 
 class CompressedExchange {
  public:
-  // `dp` and `layout` outlive this object; cfg.kind != none.
-  CompressedExchange(Communicator& dp, const ParamLayout& layout, const CompressionConfig& cfg);
+  // `backend`, `dp` and `layout` outlive this object; cfg.kind != none. The loops run as ops of `backend`.
+  CompressedExchange(Backend& backend, Communicator& dp, const ParamLayout& layout, const CompressionConfig& cfg);
 
   CompressionKind kind() const { return cfg_.kind; }
   // bf16, topk, onebit: buckets are exchanged as the backward makes them final (launch/complete);
@@ -51,6 +51,7 @@ class CompressedExchange {
   struct Vector {
     int64_t offset, numel, at;
   };
+  Backend& backend_;
   Communicator& dp_;
   CompressionConfig cfg_;
   std::unique_ptr<Compressor> compressor_;  // bf16, topk, onebit

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <string>
 
-#include "backend/ops.h"
 #include "comm/agreement.h"
 
 namespace tessera {
@@ -16,12 +15,12 @@ double now_s() {
 }
 }  // namespace
 
-DataParallel::DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes,
-                           const CompressionConfig& compression)
-    : dp_(dp), store_(store), opt_(store.layout(), optim),
-      tail_(compression.kind == CompressionKind::none ? TiedEmbeddingTail::create(dp, store) : nullptr) {
+DataParallel::DataParallel(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim,
+                           int64_t bucket_bytes, const CompressionConfig& compression)
+    : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim, 0, -1, &backend),
+      tail_(compression.kind == CompressionKind::none ? TiedEmbeddingTail::create(backend, dp, store) : nullptr) {
   if (compression.kind != CompressionKind::none && dp.size() > 1)
-    exchange_ = std::make_unique<CompressedExchange>(dp, store.layout(), compression);
+    exchange_ = std::make_unique<CompressedExchange>(backend, dp, store.layout(), compression);
   const ParamLayout& layout = store.layout();
   const int64_t start = tail_ ? tail_->end() : 0;  // the tail reduces wte itself
   const int64_t per_bucket = std::max<int64_t>(16, bucket_bytes / static_cast<int64_t>(sizeof(float)));
@@ -101,17 +100,17 @@ Status DataParallel::finish() {
 }
 
 Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
-  return full_grad_sum_of_squares(store_, counted);
+  return full_grad_sum_of_squares(backend_, store_, counted);
 }
 
-void DataParallel::scale_grads(float scale) { ops::scale_inplace(store_.grads(), store_.numel(), scale); }
+void DataParallel::scale_grads(float scale) { backend_.scale_inplace(store_.grads(), store_.numel(), scale); }
 
 Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {
   return sum_full_grad_over(group, store_, p);
 }
 
 Result<float> DataParallel::clip_grad_norm(float max_norm) {
-  return tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
+  return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
 }
 
 void DataParallel::optimizer_step(float lr) { opt_.step(store_.params(), store_.grads(), lr); }

@@ -43,8 +43,9 @@ class DataParallel final : public ReplicaSync {
   // dp: the data-parallel group; bucket_bytes: target size of one all-reduce (the last bucket may
   // be smaller). AdamW (with `optim`) covers the whole flat buffer. compression: how the gradients
   // travel (none = f32 all-reduce).
-  DataParallel(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes,
-               const CompressionConfig& compression = {});
+  // The strategy's own loops run as ops of `backend` (the model's).
+  DataParallel(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes,
+                const CompressionConfig& compression = {});
 
   std::string_view name() const override { return "data_parallel"; }
   // Copies rank 0's parameters to every rank (start of a run).
@@ -83,6 +84,7 @@ class DataParallel final : public ReplicaSync {
     double t_done = 0;  // when a test() or wait() first saw it complete (0: not yet)
   };
   void launch(Bucket& b);
+  Backend& backend_;
   Communicator& dp_;
   ParamStore& store_;
   AdamW opt_;

@@ -2,9 +2,7 @@
 #include "parallel/local_sgd.h"
 
 #include <chrono>
-#include <cstring>
 
-#include "backend/ops.h"
 #include "comm/agreement.h"
 
 namespace tessera {
@@ -16,41 +14,37 @@ double now_s() {
 size_t flat_bytes(const ParamStore& s) { return static_cast<size_t>(s.numel()) * sizeof(float); }
 }  // namespace
 
-void outer_sgd_step(float* anchor, float* velocity, const float* delta, int64_t n, const LocalSgdConfig& cfg) {
-  const float lr = cfg.outer_lr, mu = cfg.outer_momentum;
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = mu * velocity[i] + delta[i];
-    velocity[i] = v;
-    anchor[i] -= lr * (cfg.nesterov ? delta[i] + mu * v : v);
-  }
+void outer_sgd_step(Backend& backend, float* anchor, float* velocity, const float* delta, int64_t n,
+                    const LocalSgdConfig& cfg) {
+  backend.outer_sgd_update(anchor, velocity, delta, n, cfg.outer_lr, cfg.outer_momentum, cfg.nesterov);
 }
 
-LocalSgd::LocalSgd(Communicator& dp, ParamStore& store, const AdamWConfig& optim, const LocalSgdConfig& cfg)
-    : dp_(dp), store_(store), opt_(store.layout(), optim), cfg_(cfg),
-      anchor_(flat_bytes(store), MemCategory::optimizer_state),
-      momentum_(flat_bytes(store), MemCategory::optimizer_state) {
-  std::memcpy(anchor(), store_.params(), flat_bytes(store_));
-  std::memset(outer_momentum(), 0, flat_bytes(store_));
+LocalSgd::LocalSgd(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim,
+                   const LocalSgdConfig& cfg)
+    : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim, 0, -1, &backend), cfg_(cfg),
+      anchor_(backend.allocate(flat_bytes(store), MemCategory::optimizer_state)),
+      momentum_(backend.allocate(flat_bytes(store), MemCategory::optimizer_state)) {
+  backend_.copy(anchor(), store_.params(), store_.numel());
+  backend_.fill(outer_momentum(), store_.numel(), 0.0f);
 }
 
 Status LocalSgd::broadcast_parameters() {
   if (restored_) return verify_replicas("local SGD anchor after resume");
   TS_RETURN_IF_ERROR(dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0));
-  std::memcpy(anchor(), store_.params(), flat_bytes(store_));
-  std::memset(outer_momentum(), 0, flat_bytes(store_));
+  backend_.copy(anchor(), store_.params(), store_.numel());
+  backend_.fill(outer_momentum(), store_.numel(), 0.0f);
   return Status::ok_status();
 }
 
 Result<float> LocalSgd::clip_grad_norm(float max_norm) {
-  return tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
+  return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
 }
 
 Result<double> LocalSgd::grad_sum_of_squares(const CountedTensor& counted) {
-  return full_grad_sum_of_squares(store_, counted);
+  return full_grad_sum_of_squares(backend_, store_, counted);
 }
 
-void LocalSgd::scale_grads(float scale) { ops::scale_inplace(store_.grads(), store_.numel(), scale); }
+void LocalSgd::scale_grads(float scale) { backend_.scale_inplace(store_.grads(), store_.numel(), scale); }
 
 Status LocalSgd::sum_grad_over(Communicator& group, const ParamInfo& p) {
   return sum_full_grad_over(group, store_, p);
@@ -64,9 +58,7 @@ Status LocalSgd::gather_parameters() {
   const int64_t n = store_.numel();
   float* params = store_.params();
   float* delta = store_.grads();  // free until the next step zeroes it
-  const float* a = anchor();
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) delta[i] = a[i] - params[i];
+  backend_.sub(delta, anchor(), params, n);
   if (dp_.size() > 1) {
     // TODO(issue 11, item 2): send the delta through comm.compression once src/parallel/compression lands.
     const double t0 = now_s();
@@ -76,8 +68,8 @@ Status LocalSgd::gather_parameters() {
     if (trace_) trace_(0, t0, t1);
     TS_RETURN_IF_ERROR(st);
   }
-  outer_sgd_step(anchor(), outer_momentum(), delta, n, cfg_);
-  std::memcpy(params, anchor(), flat_bytes(store_));
+  outer_sgd_step(backend_, anchor(), outer_momentum(), delta, n, cfg_);
+  backend_.copy(params, anchor(), n);
   return Status::ok_status();
 }
 

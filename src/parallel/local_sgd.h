@@ -34,12 +34,13 @@ struct LocalSgdConfig {
 
 // One outer SGD step over n elements (torch.optim.SGD's rule, on the outer gradient `delta`):
 //   v = momentum * v + delta;  anchor -= lr * (nesterov ? delta + momentum * v : v)
-void outer_sgd_step(float* anchor, float* velocity, const float* delta, int64_t n, const LocalSgdConfig& cfg);
+void outer_sgd_step(Backend& backend, float* anchor, float* velocity, const float* delta, int64_t n,
+                    const LocalSgdConfig& cfg);
 
 class LocalSgd final : public ReplicaSync {
  public:
   // dp: the replicas; AdamW (with `optim`) covers the whole flat buffer of `store`.
-  LocalSgd(Communicator& dp, ParamStore& store, const AdamWConfig& optim, const LocalSgdConfig& cfg);
+  LocalSgd(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim, const LocalSgdConfig& cfg);
 
   std::string_view name() const override { return "local_sgd"; }
   // Fresh run: copies rank 0's parameters to every replica; the anchor starts there, the outer
@@ -86,6 +87,7 @@ class LocalSgd final : public ReplicaSync {
   bool synced_last_step() const { return synced_; }
 
  private:
+  Backend& backend_;
   Communicator& dp_;
   ParamStore& store_;
   AdamW opt_;

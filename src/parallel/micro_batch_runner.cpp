@@ -6,10 +6,13 @@ namespace tessera {
 AccumulationRunner::AccumulationRunner(Transformer& model, GradientSync& sync, BatchSource next_batch,
                                        int64_t micro_batches)
     : model_(model), sync_(sync), next_batch_(std::move(next_batch)), micro_batches_(micro_batches),
-      inputs_(model.batch() * model.seq_len()), targets_(model.batch() * model.seq_len()) {}
+      inputs_(model.batch() * model.seq_len()), targets_(model.batch() * model.seq_len()),
+      loss_sum_(model.backend().allocate(sizeof(double), MemCategory::activations)) {}
 
-Result<double> AccumulationRunner::run(Timeline& timeline) {
-  double loss_sum = 0;
+Status AccumulationRunner::run(Timeline& timeline) {
+  Backend& be = model_.backend();
+  auto* loss_sum = loss_sum_.as<double>();
+  be.fill_f64(loss_sum, 1, 0.0);
   for (int64_t micro = 0; micro < micro_batches_; ++micro) {
     {
       TimelineSpan span(timeline, "data", "data", 2);
@@ -18,11 +21,17 @@ Result<double> AccumulationRunner::run(Timeline& timeline) {
     sync_.set_sync(micro == micro_batches_ - 1);  // no communication on accumulation micro-steps
     {
       TimelineSpan span(timeline, "forward", "compute");
-      loss_sum += model_.forward(inputs_.data(), targets_.data());
+      model_.forward(inputs_.data(), targets_.data(), loss_sum);
     }
     TimelineSpan span(timeline, "backward", "compute");
     model_.backward(loss_scale_ / static_cast<float>(micro_batches_));
   }
+  return Status::ok_status();
+}
+
+Result<double> AccumulationRunner::step_loss() {
+  double loss_sum = 0;
+  model_.backend().copy_to_host(&loss_sum, loss_sum_.as<double>(), sizeof loss_sum);
   return loss_sum / static_cast<double>(micro_batches_);
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/memory.h"
 #include "core/status.h"
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
@@ -22,8 +23,11 @@ class MicroBatchRunner {
  public:
   virtual ~MicroBatchRunner() = default;
   // Runs every micro-batch of one step, accumulating parameter gradients into the model's store
-  // (zeroed by the caller). Returns this rank's mean loss over the step's micro-batches.
-  virtual Result<double> run(Timeline& timeline) = 0;
+  // (zeroed by the caller) and the micro-batches' losses into one double of device memory.
+  virtual Status run(Timeline& timeline) = 0;
+  // This rank's mean loss over the last run()'s micro-batches. The named point where the step's loss
+  // crosses to the host: once per step, at its end (train_step). Collective over a pipeline's stages.
+  virtual Result<double> step_loss() = 0;
   // Mean loss over up to max_batches batches of `loader` (<= 0: all), forward passes only: the
   // validation loss. Collective over the ranks of one model replica.
   virtual Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) = 0;
@@ -39,7 +43,8 @@ class MicroBatchRunner {
 class AccumulationRunner final : public MicroBatchRunner {
  public:
   AccumulationRunner(Transformer& model, GradientSync& sync, BatchSource next_batch, int64_t micro_batches);
-  Result<double> run(Timeline& timeline) override;
+  Status run(Timeline& timeline) override;
+  Result<double> step_loss() override;
   Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) override {
     return evaluate_loss(model_, loader, max_batches);
   }
@@ -50,6 +55,7 @@ class AccumulationRunner final : public MicroBatchRunner {
   BatchSource next_batch_;
   int64_t micro_batches_;
   std::vector<int32_t> inputs_, targets_;  // (B, T) each
+  Buffer loss_sum_;                         // one double on the device: the sum of the micro-batch losses
 };
 
 }  // namespace tessera

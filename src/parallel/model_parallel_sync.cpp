@@ -13,9 +13,9 @@ bool is_tied_embedding_copy(const ParamLayout& layout, const ParamInfo& p) {
   return layout.first_layer() > 0 && p.name == "wte";
 }
 
-ModelParallelSync::ModelParallelSync(ModelParallelGroups groups, std::vector<ParamStore*> chunks,
+ModelParallelSync::ModelParallelSync(Backend& backend, ModelParallelGroups groups, std::vector<ParamStore*> chunks,
                                      const MakeReplicaSync& make)
-    : g_(groups) {
+    : backend_(backend), g_(groups) {
   for (ParamStore* s : chunks) parts_.push_back({s, make(*s)});
 }
 
@@ -58,7 +58,7 @@ Status ModelParallelSync::finish() {
   }
   TS_RETURN_IF_ERROR(first_error);
   if (g_.sequence_parallel && g_.tp->size() > 1)  // replicated tensors saw only this rank's rows
-    for (Part& p : parts_) TS_RETURN_IF_ERROR(sequence_parallel_reduce_replicated_grads(*p.store, *g_.tp));
+    for (Part& p : parts_) TS_RETURN_IF_ERROR(sequence_parallel_reduce_replicated_grads(backend_, *p.store, *g_.tp));
   return sum_tied_embedding_grads();
 }
 

@@ -40,7 +40,8 @@ class ModelParallelSync final : public GradientSync {
   // Makes the data-parallel part of one chunk (DataParallel, or ZeroSharded for parallel.zero > 0).
   using MakeReplicaSync = std::function<std::unique_ptr<ReplicaSync>(ParamStore& chunk)>;
   // chunks: this rank's stores in chunk order; every pointer and communicator outlives this object.
-  ModelParallelSync(ModelParallelGroups groups, std::vector<ParamStore*> chunks, const MakeReplicaSync& make);
+  ModelParallelSync(Backend& backend, ModelParallelGroups groups, std::vector<ParamStore*> chunks,
+                    const MakeReplicaSync& make);
 
   std::string_view name() const override { return "model_parallel"; }
   Status broadcast_parameters() override;
@@ -69,6 +70,7 @@ class ModelParallelSync final : public GradientSync {
     std::unique_ptr<ReplicaSync> dp;
   };
   Status sum_tied_embedding_grads();
+  Backend& backend_;
   ModelParallelGroups g_;
   std::vector<Part> parts_;
 };

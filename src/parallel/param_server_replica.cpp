@@ -14,9 +14,9 @@ bool counts_towards_norm(const ParamLayout& layout, const ParamInfo& p) {
   return !is_tied_embedding_copy(layout, p);                                  // counted on the first stage
 }
 
-Status correct_replica_grads(const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks) {
+Status correct_replica_grads(Backend& backend, const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks) {
   if (g.sequence_parallel && g.tp->size() > 1)  // replicated tensors saw only this rank's rows
-    for (ParamStore* s : chunks) TS_RETURN_IF_ERROR(sequence_parallel_reduce_replicated_grads(*s, *g.tp));
+    for (ParamStore* s : chunks) TS_RETURN_IF_ERROR(sequence_parallel_reduce_replicated_grads(backend, *s, *g.tp));
   if (!g.embedding) return Status::ok_status();
   for (ParamStore* s : chunks) {
     const ParamLayout& layout = s->layout();
@@ -28,11 +28,11 @@ Status correct_replica_grads(const ModelParallelGroups& g, const std::vector<Par
   return Status::ok_status();
 }
 
-Result<double> replica_grad_norm(const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks) {
+Result<double> replica_grad_norm(Backend& backend, const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks) {
   double local = 0;
   for (ParamStore* s : chunks) {
     const ParamLayout& layout = s->layout();
-    local += full_grad_sum_of_squares(*s, [&layout](const ParamInfo& p) { return counts_towards_norm(layout, p); });
+    local += full_grad_sum_of_squares(backend, *s, [&layout](const ParamInfo& p) { return counts_towards_norm(layout, p); });
   }
   TS_ASSIGN_OR_RETURN(double over_tp, ordered_sum(*g.tp, local, "gradient norm over the tp group"));
   TS_ASSIGN_OR_RETURN(double total, ordered_sum(*g.pp, over_tp, "gradient norm over the pp group"));

@@ -19,10 +19,10 @@ bool counts_towards_norm(const ParamLayout& layout, const ParamInfo& p);
 // Sequence-parallel sums of the replicated tensors over tp, then the tied embedding's sum over the
 // embedding group: afterwards every rank holds its chunks' whole gradient (of its own batch slice).
 // Collective over g.tp (with sequence parallelism) and g.embedding (when set).
-Status correct_replica_grads(const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks);
+Status correct_replica_grads(Backend& backend, const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks);
 
 // The replica's gradient norm (counted tensors, summed in rank order over tp, then pp): the same
 // bits on every rank of the replica. Collective over g.tp and g.pp.
-Result<double> replica_grad_norm(const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks);
+Result<double> replica_grad_norm(Backend& backend, const ModelParallelGroups& g, const std::vector<ParamStore*>& chunks);
 
 }  // namespace tessera

@@ -16,11 +16,11 @@ double now_s() {
 }
 }  // namespace
 
-ParamServerWorker::ParamServerWorker(const PsRoles& roles, PsConsistency consistency,
+ParamServerWorker::ParamServerWorker(Backend& backend, const PsRoles& roles, PsConsistency consistency,
                                      std::unique_ptr<Communicator> link, const ModelParallelGroups& groups,
                                      std::unique_ptr<Communicator> solo, std::vector<ParamStore*> chunks,
                                      const AdamWConfig& optim, float grad_clip, const CompressionConfig& compression)
-    : roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), groups_(groups),
+    : backend_(backend), roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), groups_(groups),
       model_parallel_(groups.tp->size() > 1 || groups.pp->size() > 1), solo_(std::move(solo)),
       chunks_(std::move(chunks)), step_count_(chunks_.front()->layout(), optim, 0, 0), grad_clip_(grad_clip),
       push_(static_cast<size_t>(roles.servers)), reply_(static_cast<size_t>(roles.servers)) {
@@ -89,7 +89,7 @@ Status ParamServerWorker::clip_locally() {
     local_norm_ = tessera::clip_grad_norm(store.grads(), store.numel(), grad_clip_);
     return Status::ok_status();
   }
-  TS_ASSIGN_OR_RETURN(const double norm, replica_grad_norm(groups_, chunks_));
+  TS_ASSIGN_OR_RETURN(const double norm, replica_grad_norm(backend_, groups_, chunks_));
   if (grad_clip_ > 0 && norm > grad_clip_)
     for (ParamStore* c : chunks_) ops::scale_inplace(c->grads(), c->numel(), static_cast<float>(grad_clip_ / (norm + 1e-6)));
   local_norm_ = static_cast<float>(norm);
@@ -97,7 +97,7 @@ Status ParamServerWorker::clip_locally() {
 }
 
 Status ParamServerWorker::finish() {
-  if (model_parallel_) TS_RETURN_IF_ERROR(correct_replica_grads(groups_, chunks_));
+  if (model_parallel_) TS_RETURN_IF_ERROR(correct_replica_grads(backend_, groups_, chunks_));
   const bool local_clip = consistency_ != PsConsistency::sync;
   if (local_clip) TS_RETURN_IF_ERROR(clip_locally());
   t_push_ = now_s();

@@ -33,7 +33,8 @@ class ParamServerWorker final : public GradientSync {
   // rank's chunk stores in chunk order. grad_clip: max norm for the async modes' local clipping
   // (0 = off). solo: a group of this rank alone (async modes; see solo()), may be null.
   // compression: none, bf16, topk or onebit (PowerSGD needs matrix shapes: not for pushes).
-  ParamServerWorker(const PsRoles& roles, PsConsistency consistency, std::unique_ptr<Communicator> link,
+  // backend: the run's, for the replica corrections and norm.
+  ParamServerWorker(Backend& backend, const PsRoles& roles, PsConsistency consistency, std::unique_ptr<Communicator> link,
                     const ModelParallelGroups& groups, std::unique_ptr<Communicator> solo,
                     std::vector<ParamStore*> chunks, const AdamWConfig& optim, float grad_clip,
                     const CompressionConfig& compression = {});
@@ -71,6 +72,7 @@ class ParamServerWorker final : public GradientSync {
   void post_replies(int s);
   Status clip_locally();
   std::string server_name(int s) const;
+  Backend& backend_;
   PsRoles roles_;
   PsConsistency consistency_;
   std::unique_ptr<Communicator> link_owner_;

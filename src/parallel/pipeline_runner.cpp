@@ -37,8 +37,8 @@ struct PipelineRunner::Slot {
 PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T,
                                Communicator& pp, PipelineScheduleKind kind, PipelineShape shape, GradientSync& sync,
                                ConfigureModel configure, BatchSource next_batch)
-    : cfg_(cfg), B_(B), T_(T), C_(cfg.d_model), pp_(pp), stage_(pp.rank()), shape_(shape), sync_(sync),
-      next_batch_(std::move(next_batch)) {
+    : backend_(backend), cfg_(cfg), B_(B), T_(T), C_(cfg.d_model), pp_(pp), stage_(pp.rank()), shape_(shape),
+      sync_(sync), next_batch_(std::move(next_batch)), loss_sum_(backend.allocate(sizeof(double), MemCategory::activations)) {
   TS_CHECK(shape_.stages == pp.size()) << "pipeline shape has " << shape_.stages << " stages, pp group " << pp.size();
   TS_CHECK(static_cast<int>(chunks.size()) == shape_.virtual_stages)
       << chunks.size() << " model chunks for " << shape_.virtual_stages << " virtual stages";
@@ -80,7 +80,7 @@ void PipelineRunner::release(int micro, int chunk) {
   in_flight_.erase(it);
 }
 
-Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline, double& loss_sum) {
+Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
   const int64_t BT = B_ * T_, act = BT * C_;
   const float micro_scale = loss_scale_ / static_cast<float>(shape_.micro_batches);
   Slot& slot = slot_for(a.micro_batch, a.chunk);
@@ -99,8 +99,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline, doubl
       const size_t off = static_cast<size_t>(a.micro_batch * BT);
       const int32_t* tokens = first_virtual(a.chunk) ? inputs_.data() + off : nullptr;
       const int32_t* targets = last_virtual(a.chunk) ? targets_.data() + off : nullptr;
-      const float loss = model.forward(tokens, targets);
-      if (targets) loss_sum += loss;
+      model.forward(tokens, targets, loss_sum_.as<double>());  // adds only where there are targets
       return model.tp_status();
     }
     case PipeOp::send_activation: {
@@ -149,22 +148,31 @@ Status PipelineRunner::broadcast_from_last_stage(double& value) {
   return s;
 }
 
-Result<double> PipelineRunner::run(Timeline& timeline) {
+Status PipelineRunner::run(Timeline& timeline) {
   const int64_t BT = B_ * T_;
   {
     TimelineSpan span(timeline, "data", "data", 2);
     for (int m = 0; m < shape_.micro_batches; ++m) next_batch_(inputs_.data() + m * BT, targets_.data() + m * BT);
   }
-  double loss_sum = 0;
+  backend_.fill_f64(loss_sum_.as<double>(), 1, 0.0);
   for (const PipeAction& a : actions_) {
-    const Status s = run_action(a, timeline, loss_sum);
+    const Status s = run_action(a, timeline);
     if (!s.ok()) return Status(s.code(), "pipeline stage " + std::to_string(stage_) + ": " + s.message());
   }
   TS_RETURN_IF_ERROR(wait_sends());
   TS_CHECK(in_flight_.empty()) << "pipeline schedule left micro-batches in flight";
-  double loss = loss_sum / static_cast<double>(shape_.micro_batches);
-  TS_RETURN_IF_ERROR(broadcast_from_last_stage(loss));
-  return loss;
+  return Status::ok_status();
+}
+
+Result<double> PipelineRunner::step_loss() {
+  auto* device_sum = loss_sum_.as<double>();
+  if (shape_.stages > 1) {
+    const Status s = pp_.broadcast_async(device_sum, sizeof(double), DType::u8, shape_.stages - 1).wait();
+    if (!s.ok()) return Status(s.code(), "loss from the last pipeline stage: " + s.message());
+  }
+  double loss_sum = 0;
+  backend_.copy_to_host(&loss_sum, device_sum, sizeof loss_sum);
+  return loss_sum / static_cast<double>(shape_.micro_batches);
 }
 
 Result<EvalResult> PipelineRunner::evaluate(EvalLoader& loader, int64_t max_batches) {

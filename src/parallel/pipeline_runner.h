@@ -40,7 +40,9 @@ class PipelineRunner final : public MicroBatchRunner {
                  BatchSource next_batch);
   ~PipelineRunner() override;
 
-  Result<double> run(Timeline& timeline) override;
+  Status run(Timeline& timeline) override;
+  // The last stage's mean loss, broadcast over the pp group (on the device) and then read.
+  Result<double> step_loss() override;
   Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) override;
 
   const std::vector<PipeAction>& actions() const { return actions_; }
@@ -53,10 +55,11 @@ class PipelineRunner final : public MicroBatchRunner {
   void release(int micro, int chunk);
   bool first_virtual(int chunk) const { return chunk == 0 && stage_ == 0; }
   bool last_virtual(int chunk) const { return chunk == shape_.virtual_stages - 1 && stage_ == shape_.stages - 1; }
-  Status run_action(const PipeAction& a, Timeline& timeline, double& loss_sum);
+  Status run_action(const PipeAction& a, Timeline& timeline);
   Status wait_sends();
   Status broadcast_from_last_stage(double& value);
 
+  Backend& backend_;
   const ModelConfig& cfg_;
   int64_t B_, T_, C_;
   Communicator& pp_;
@@ -69,6 +72,7 @@ class PipelineRunner final : public MicroBatchRunner {
   std::map<std::pair<int, int>, Slot*> in_flight_;          // (micro, chunk) -> its slot
   std::vector<Work> sends_;                                 // this step's sends not yet waited
   std::vector<int32_t> inputs_, targets_;                   // the step's m micro-batches
+  Buffer loss_sum_;  // one double on the device: the last stage's sum of the micro-batch losses
 };
 
 }  // namespace tessera

@@ -4,14 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops.h"
 
 namespace tessera {
 
-double full_grad_sum_of_squares(const ParamStore& store, const CountedTensor& counted) {
+double full_grad_sum_of_squares(Backend& backend, const ParamStore& store, const CountedTensor& counted) {
   double sum = 0;
   for (const ParamInfo& p : store.layout().params())
-    if (counted(p)) sum += ops::sum_of_squares(store.grads() + p.offset, p.numel);
+    if (counted(p)) sum += backend.sum_of_squares(store.grads() + p.offset, p.numel);
   return sum;
 }
 

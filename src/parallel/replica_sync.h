@@ -21,7 +21,7 @@ Result<double> ordered_sum(Communicator& comm, double local, const char* what);
 
 // For strategies whose ranks hold the whole gradient of their chunk (DataParallel, LocalSgd): the
 // counted tensors' sum of squares on this rank, and tensor p's gradient summed over `group` in place.
-double full_grad_sum_of_squares(const ParamStore& store, const CountedTensor& counted);
+double full_grad_sum_of_squares(Backend& backend, const ParamStore& store, const CountedTensor& counted);
 Status sum_full_grad_over(Communicator& group, ParamStore& store, const ParamInfo& p);
 
 class ReplicaSync : public GradientSync {

@@ -4,7 +4,6 @@
 #include "parallel/tensor_parallel.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,10 +38,10 @@ void TensorParallel::reduce_scatter_rows(const TpRegion& r, const char* hook) {
   if (comm_.size() == 1 || !status_.ok() || !rows_divide(r, hook)) return;
   const int64_t count = r.rows / comm_.size() * r.cols;
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  if (scatter_.bytes() < bytes) scatter_ = Buffer(bytes, MemCategory::communication);
+  if (scatter_.bytes() < bytes) scatter_ = backend_.allocate(bytes, MemCategory::communication);
   const Status s = comm_.reduce_scatter_async(r.data, scatter_.data(), count, DType::f32, ReduceOp::sum).wait();
   if (!s.ok()) return fail(s, r, hook);
-  std::memcpy(r.data + comm_.rank() * count, scatter_.data(), bytes);
+  backend_.copy(r.data + comm_.rank() * count, scatter_.as<float>(), count);
 }
 
 namespace {
@@ -73,19 +72,18 @@ Result<double> tp_grad_sum_of_squares(const ParamStore& store, Communicator& tp)
   return total;
 }
 
-Result<float> tp_clip_grad_norm(ParamStore& store, Communicator& tp, float max_norm) {
+Result<float> tp_clip_grad_norm(Backend& backend, ParamStore& store, Communicator& tp, float max_norm) {
   Result<double> ss = tp_grad_sum_of_squares(store, tp);
   if (!ss.ok()) return ss.status();
   const double norm = std::sqrt(*ss);
   if (max_norm > 0 && norm > max_norm) {
     const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-    float* g = store.grads();
-    for (int64_t i = 0; i < store.numel(); ++i) g[i] *= scale;
+    backend.scale_inplace(store.grads(), store.numel(), scale);
   }
   return static_cast<float>(norm);
 }
 
-Status sequence_parallel_reduce_replicated_grads(ParamStore& store, Communicator& tp) {
+Status sequence_parallel_reduce_replicated_grads(Backend& backend, ParamStore& store, Communicator& tp) {
   if (tp.size() == 1) return Status::ok_status();
   const ParamLayout& layout = store.layout();
   int64_t total = 0;
@@ -98,7 +96,7 @@ Status sequence_parallel_reduce_replicated_grads(ParamStore& store, Communicator
   int64_t at = 0;
   for (const ParamInfo& p : layout.params()) {
     if (p.split != TpSplit::replicated) continue;
-    std::memcpy(packed.data() + at, g + p.offset, static_cast<size_t>(p.numel) * sizeof(float));
+    backend.copy(packed.data() + at, g + p.offset, p.numel);
     at += p.numel;
   }
   const Status s = tp.all_reduce_async(packed.data(), packed.data(), total, DType::f32, ReduceOp::sum).wait();
@@ -106,7 +104,7 @@ Status sequence_parallel_reduce_replicated_grads(ParamStore& store, Communicator
   at = 0;
   for (const ParamInfo& p : layout.params()) {
     if (p.split != TpSplit::replicated) continue;
-    std::memcpy(g + p.offset, packed.data() + at, static_cast<size_t>(p.numel) * sizeof(float));
+    backend.copy(g + p.offset, packed.data() + at, p.numel);
     at += p.numel;
   }
   return Status::ok_status();

@@ -28,12 +28,13 @@
 //   net.set_tensor_parallel_hooks(&tp);
 //   float loss = net.forward(tokens, targets); net.backward();
 //   TS_RETURN_IF_ERROR(tp.status());                       // a failed/timed-out collective, if any
-//   if (sequence_parallel) TS_RETURN_IF_ERROR(sequence_parallel_reduce_replicated_grads(store, grid.tp()));
-//   auto norm = tp_clip_grad_norm(store, grid.tp(), max_norm);   // before the optimizer step
+//   if (sequence_parallel) TS_RETURN_IF_ERROR(sequence_parallel_reduce_replicated_grads(backend, store, grid.tp()));
+//   auto norm = tp_clip_grad_norm(backend, store, grid.tp(), max_norm);   // before the optimizer step
 // Every tp rank feeds the same tokens; the loss (and every replicated tensor's gradient; under
 // sequence parallelism after sequence_parallel_reduce_replicated_grads) comes out identical on all of
 // them, each sharded tensor's gradient is that shard of the whole gradient.
 #pragma once
+#include "backend/backend.h"
 #include "comm/communicator.h"
 #include "core/memory.h"
 #include "core/status.h"
@@ -46,7 +47,9 @@ class TensorParallel final : public TensorParallelHooks {
  public:
   // `tp` (e.g. grid.tp()) must outlive this object. sequence_parallel: see above (needs every
   // region's rows divisible by tp.size(); the Transformer checks B*T when the hooks are set).
-  explicit TensorParallel(Communicator& tp, bool sequence_parallel = false) : comm_(tp), sp_(sequence_parallel) {}
+  // The copies of its exchange run as ops of `backend` (the model's).
+  TensorParallel(Backend& backend, Communicator& tp, bool sequence_parallel = false)
+      : backend_(backend), comm_(tp), sp_(sequence_parallel) {}
 
   int tp_rank() const override { return comm_.rank(); }
   int tp_size() const override { return comm_.size(); }
@@ -82,6 +85,7 @@ class TensorParallel final : public TensorParallelHooks {
   void reduce_scatter_rows(const TpRegion& r, const char* hook);
   bool rows_divide(const TpRegion& r, const char* hook);  // records an error when they do not
   void fail(const Status& s, const TpRegion& r, const char* hook);
+  Backend& backend_;
   Communicator& comm_;
   bool sp_;
   Status status_;
@@ -98,7 +102,7 @@ class TensorParallel final : public TensorParallelHooks {
 // micro-batches are summed together; it commutes with the data-parallel average) and before
 // tp_clip_grad_norm / the optimizer. Without sequence parallelism those gradients are already whole:
 // do not call it (it would multiply them by the tp size). Collective over `tp`; no-op at size 1.
-Status sequence_parallel_reduce_replicated_grads(ParamStore& store, Communicator& tp);
+Status sequence_parallel_reduce_replicated_grads(Backend& backend, ParamStore& store, Communicator& tp);
 
 // Squared L2 norm of the whole model's gradient, from the tp shards: sum over tensors of the local
 // sum of squares, where split tensors (column / row / vocab) contribute on every tp rank (their
@@ -113,6 +117,6 @@ Result<double> tp_grad_sum_of_squares(const ParamStore& store, Communicator& tp)
 // clip_grad_norm (optim/adamw.h) over a tp group: norm = sqrt(tp_grad_sum_of_squares); when
 // max_norm > 0 and norm > max_norm, scales every local gradient by max_norm / (norm + 1e-6).
 // Returns the norm before clipping (the same on every tp rank).
-Result<float> tp_clip_grad_norm(ParamStore& store, Communicator& tp, float max_norm);
+Result<float> tp_clip_grad_norm(Backend& backend, ParamStore& store, Communicator& tp, float max_norm);
 
 }  // namespace tessera

@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "comm/communicator.h"
 #include "core/memory.h"
 #include "model/param_layout.h"
@@ -26,7 +27,7 @@ class TiedEmbeddingTail {
  public:
   // nullptr unless the store holds a tied head on the embedding's stage (wte at layer -1, the final
   // norm, no lm_head.w) and dp has more than one rank.
-  static std::unique_ptr<TiedEmbeddingTail> create(Communicator& dp, ParamStore& store);
+  static std::unique_ptr<TiedEmbeddingTail> create(Backend& backend, Communicator& dp, ParamStore& store);
 
   int head_layer() const { return head_layer_; }
   // First flat element after wte: the gradient buckets cover the rest of the buffer.
@@ -40,7 +41,8 @@ class TiedEmbeddingTail {
   int64_t last_rows() const { return last_rows_; }
 
  private:
-  TiedEmbeddingTail(Communicator& dp, ParamStore& store, const ParamInfo& wte, int head_layer);
+  TiedEmbeddingTail(Backend& backend, Communicator& dp, ParamStore& store, const ParamInfo& wte, int head_layer);
+  Backend& backend_;
   Communicator& dp_;
   ParamStore& store_;
   int64_t offset_, rows_, cols_, end_;

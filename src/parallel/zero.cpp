@@ -5,12 +5,9 @@
 #include <cmath>
 #include <tuple>
 #include <chrono>
-#include <cstring>
 #include <string>
 
-#include "backend/ops.h"
 #include "comm/agreement.h"
-#include "core/dtype.h"
 #include "core/log.h"
 
 namespace tessera {
@@ -47,8 +44,9 @@ struct ZeroSharded::Unit {
   bool gathering = false, gathered = true;
 };
 
-ZeroSharded::ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage, bool bf16_grads)
-    : dp_(dp), store_(store), stage_(stage), bf16_grads_(bf16_grads), rank_(dp.rank()), size_(dp.size()) {
+ZeroSharded::ZeroSharded(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage,
+                         bool bf16_grads)
+    : backend_(backend), dp_(dp), store_(store), stage_(stage), bf16_grads_(bf16_grads), rank_(dp.rank()), size_(dp.size()) {
   TS_CHECK(stage >= 1 && stage <= 3) << "ZeRO stage " << stage;
   const ParamLayout& layout = store.layout();
   // Units: the layers present, in buffer order.
@@ -65,20 +63,20 @@ ZeroSharded::ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig&
         << "; layer " << layer << " spans " << u->end - u->begin << " elements";
     u->slice = (u->end - u->begin) / size_;
     u->owned = {u->begin + rank_ * u->slice, u->begin + (rank_ + 1) * u->slice};
-    u->opt = std::make_unique<AdamW>(layout, optim, u->owned.begin, u->owned.end);
+    u->opt = std::make_unique<AdamW>(layout, optim, u->owned.begin, u->owned.end, &backend);
     u->index = units_.size();
     acc_floats += stage_ >= 2 ? u->slice : 0;
     max_slice = std::max(max_slice, u->slice);
     units_.push_back(std::move(u));
   }
-  accumulators_ = Buffer(static_cast<size_t>(acc_floats) * sizeof(float), MemCategory::gradients);
+  accumulators_ = backend.allocate(static_cast<size_t>(acc_floats) * sizeof(float), MemCategory::gradients);
   float* cursor = accumulators_.as<float>();
   for (auto& u : units_)
     if (stage_ >= 2) {
       u->acc = cursor;
       cursor += u->slice;
     }
-  slots_ = Buffer(static_cast<size_t>(4 * max_slice) * sizeof(float), MemCategory::communication);
+  slots_ = backend.allocate(static_cast<size_t>(4 * max_slice) * sizeof(float), MemCategory::communication);
   for (int i = 0; i < 4; ++i) (i < 2 ? free_recv_ : free_send_).push_back(slots_.as<float>() + i * max_slice);
   // A tied head on the stage that also holds the embedding reads wte (unit -1) at layer n_layer.
   const ParamInfo* wte = layout.find("wte");
@@ -137,7 +135,7 @@ Status ZeroSharded::finish_gather(Unit& u) {
 void ZeroSharded::start_gather(Unit& u) {
   if (u.gathered || u.gathering) return;
   u.send = take_slot(gathering_, free_send_, /*gather=*/true);
-  std::memcpy(u.send, store_.params() + u.owned.begin, static_cast<size_t>(u.slice) * sizeof(float));
+  backend_.copy(u.send, store_.params() + u.owned.begin, u.slice);
   u.gather = dp_.all_gather_async(u.send, store_.params() + u.begin, u.slice, DType::f32);
   u.gathering = true;
   gathering_.push_back(&u);
@@ -225,7 +223,7 @@ void ZeroSharded::launch_reduction(Unit& u) {
   reducing_.push_back(&u);
   if (bf16_grads_) {  // in place, front to back: element i's 2 bytes land where elements <= i were read
     auto* h = reinterpret_cast<uint16_t*>(g);
-    for (int64_t i = 0; i < u.end - u.begin; ++i) h[i] = f32_to_bf16(g[i]);
+    backend_.cast_f32_to_bf16(h, g, u.end - u.begin);
     u.reduction = dp_.reduce_scatter_async(h, u.recv, u.slice, DType::bf16, ReduceOp::avg);
     return;
   }
@@ -240,15 +238,14 @@ Status ZeroSharded::complete_reduction(Unit& u) {
   free_recv_.push_back(u.recv);
   if (!s.ok()) return Status(s.code(), "ZeRO gradient reduction of layer " + std::to_string(u.layer) + ": " + s.message());
   if (bf16_grads_) {  // the slot's first half holds the bf16 slice: widen it in place, back to front
-    const auto* h = reinterpret_cast<const uint16_t*>(u.recv);
-    for (int64_t i = u.slice - 1; i >= 0; --i) u.recv[i] = bf16_to_f32(h[i]);
+    backend_.cast_bf16_to_f32(u.recv, reinterpret_cast<const uint16_t*>(u.recv), u.slice);
     if (stage_ == 1)  // the rest of the unit holds bf16 bits: zero it, so the flat gradient stays finite
-      std::fill(store_.grads() + u.begin, store_.grads() + u.end, 0.0f);
+      backend_.fill(store_.grads() + u.begin, u.end - u.begin, 0.0f);
   }
   if (stage_ == 1) {  // the step's only reduction: the owned slice of the flat gradient holds the average
-    std::memcpy(store_.grads() + u.owned.begin, u.recv, static_cast<size_t>(u.slice) * sizeof(float));
+    backend_.copy(store_.grads() + u.owned.begin, u.recv, u.slice);
   } else {
-    for (int64_t i = 0; i < u.slice; ++i) u.acc[i] += u.recv[i];
+    backend_.add(u.acc, u.acc, u.recv, u.slice);
     store_.grad_buffer().zero_range(static_cast<size_t>(u.begin) * sizeof(float),
                                     static_cast<size_t>(u.end - u.begin) * sizeof(float));
   }
@@ -290,7 +287,7 @@ Result<double> ZeroSharded::grad_sum_of_squares(const CountedTensor& counted) {
     for (const ParamInfo& p : store_.layout().params()) {
       if (p.layer != u->layer || !counted(p)) continue;
       const int64_t b = std::max(p.offset, u->owned.begin), e = std::min(p.offset + p.numel, u->owned.end);
-      if (b < e) local += ops::sum_of_squares(g + b, e - b);
+      if (b < e) local += backend_.sum_of_squares(g + b, e - b);
     }
   }
   return ordered_sum(dp_, local, "ZeRO gradient norm over the dp group");
@@ -299,7 +296,7 @@ Result<double> ZeroSharded::grad_sum_of_squares(const CountedTensor& counted) {
 void ZeroSharded::scale_grads(float scale) {
   for (auto& u : units_) {
     float* g = stage_ >= 2 ? u->acc : store_.grads() + u->owned.begin;
-    ops::scale_inplace(g, u->slice, scale);
+    backend_.scale_inplace(g, u->slice, scale);
   }
 }
 
@@ -312,11 +309,11 @@ Status ZeroSharded::sum_grad_over(Communicator& group, const ParamInfo& p) {
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   Buffer whole_unit(bytes, MemCategory::communication);
   float* whole = whole_unit.as<float>();
-  if (size_ == 1) std::memcpy(whole, owned, bytes);
+  if (size_ == 1) backend_.copy(whole, owned, n);
   else TS_RETURN_IF_ERROR(dp_.all_gather_async(owned, whole, u->slice, DType::f32).wait());
   float* g = whole + (p.offset - u->begin);
   TS_RETURN_IF_ERROR(group.all_reduce_async(g, g, p.numel, DType::f32, ReduceOp::sum).wait());
-  std::memcpy(owned, whole + (u->owned.begin - u->begin), static_cast<size_t>(u->slice) * sizeof(float));
+  backend_.copy(owned, whole + (u->owned.begin - u->begin), u->slice);
   return Status::ok_status();
 }
 
@@ -334,7 +331,7 @@ void ZeroSharded::optimizer_step(float lr) {
       continue;
     }
     u->opt->step_with_range_grads(store_.params(), u->acc, lr);
-    std::memset(u->acc, 0, static_cast<size_t>(u->slice) * sizeof(float));  // the next step accumulates anew
+    backend_.fill(u->acc, u->slice, 0.0f);  // the next step accumulates anew
   }
 }
 

@@ -47,7 +47,8 @@ class ZeroSharded final : public ReplicaSync {
   // and its buffers zero_store_options(stage). `dp` and `store` outlive this object.
   // bf16_grads (comm.compression = "bf16"): each unit's gradient is cast to bf16 in place (the flat
   // buffer's unit is dead after its reduction) and reduce-scattered in bf16: half the bytes.
-  ZeroSharded(Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage, bool bf16_grads = false);
+  ZeroSharded(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage,
+              bool bf16_grads = false);
   ~ZeroSharded() override;
 
   std::string_view name() const override { return "zero"; }
@@ -93,6 +94,7 @@ class ZeroSharded final : public ReplicaSync {
   void sample();
   void record(const Status& s);
 
+  Backend& backend_;
   Communicator& dp_;
   ParamStore& store_;
   int stage_;

@@ -51,7 +51,7 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run,
   }
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
   return std::unique_ptr<GradientSync>(std::make_unique<ParamServerWorker>(
-      roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), groups, std::move(solo),
+      *run.backend, roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), groups, std::move(solo),
       std::move(chunks), cfg.optim, cfg.optim.grad_clip, compression));
 }
 

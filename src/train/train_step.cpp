@@ -21,7 +21,7 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
   TS_RETURN_IF_ERROR(s.hooks.at(StepPoint::step_begin, step, s.store));
   s.store.zero_grads();
   for (ParamStore* chunk : s.more_chunks) chunk->zero_grads();
-  TS_ASSIGN_OR_RETURN(double local_loss, s.runner.run(s.timeline));
+  TS_RETURN_IF_ERROR(s.runner.run(s.timeline));
   StepResult r;
   TS_RETURN_IF_ERROR(timed_wait(s.timeline, "grad sync wait", &r.comm_wait_s, [&] { return s.sync.finish(); }));
   if (s.scaler) {  // fp16: unscale, or skip the update when any rank's gradient overflowed
@@ -41,6 +41,7 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
                                   [&] { return s.sync.gather_parameters(); }));
   }
   TS_RETURN_IF_ERROR(s.hooks.at(StepPoint::after_update, step, s.store));
+  TS_ASSIGN_OR_RETURN(const double local_loss, s.runner.step_loss());  // the step's loss crosses to the host
   r.loss = static_cast<float>(local_loss);
   TS_RETURN_IF_ERROR(timed_wait(s.timeline, "loss average wait", &r.comm_wait_s,
                                 [&] { return s.sync.average_over_replicas(&r.loss, 1); }));

@@ -115,7 +115,7 @@ LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
 Status build_data_parallel_model(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
-  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc)));
+  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc), StoreOptions{.backend = run.backend.get()}));
   TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
   const Recompute recompute = cfg.train.recompute;
   const Precision precision = cfg.train.precision;
@@ -126,11 +126,11 @@ Status build_data_parallel_model(TrainingRun& run) {
     Grid& g = *run.grid;
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, {&run.store()}, {&g.dp(), &g.tp(), &g.pp()}));
   } else if (cfg.train.local_steps > 0) {
-    auto local = std::make_unique<LocalSgd>(run.grid->dp(), run.store(), cfg.optim, local_sgd_config(cfg));
+    auto local = std::make_unique<LocalSgd>(*run.backend, run.grid->dp(), run.store(), cfg.optim, local_sgd_config(cfg));
     run.local_sgd.push_back({local.get(), local_sgd_key_prefix(true, 0, 0, 0)});
     run.sync = std::move(local);
   } else {
-    run.sync = std::make_unique<DataParallel>(run.grid->dp(), run.store(), cfg.optim,
+    run.sync = std::make_unique<DataParallel>(*run.backend, run.grid->dp(), run.store(), cfg.optim,
                                               static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0), compression);
   }
   GradientSync* sync = run.sync.get();
@@ -162,13 +162,14 @@ Status build_model_parallel(TrainingRun& run) {
   const int stage = grid.coord().pp, tp_size = grid.shape().tp, pp_size = grid.shape().pp;
   const int zero = cfg.parallel.zero;
   std::vector<ParamStore*> chunks;
+  StoreOptions store_options = zero > 0 ? zero_store_options(zero) : StoreOptions{};
+  store_options.backend = run.backend.get();
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
-    run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, lay, stage, c, grid.coord().tp),
-                                                      zero > 0 ? zero_store_options(zero) : StoreOptions{}));
+    run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, lay, stage, c, grid.coord().tp), store_options));
     TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
     chunks.push_back(run.stores.back().get());
   }
-  if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(grid.tp(), lay.sequence_parallel);
+  if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(*run.backend, grid.tp(), lay.sequence_parallel);
   if (mc.tied_embeddings && pp_size > 1) {  // collective over the grid's ranks (a PS run: the workers only)
     const bool ends = stage == 0 || stage == pp_size - 1;
     const int color = ends ? grid.coord().dp * tp_size + grid.coord().tp : -1;
@@ -195,17 +196,17 @@ Status build_model_parallel(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
     if (cfg.train.local_steps > 0) {
-      auto local = std::make_unique<LocalSgd>(grid.dp(), store, cfg.optim, local_sgd_config(cfg));
+      auto local = std::make_unique<LocalSgd>(*run.backend, grid.dp(), store, cfg.optim, local_sgd_config(cfg));
       const int chunk = static_cast<int>(run.local_sgd.size());
       run.local_sgd.push_back({local.get(), local_sgd_key_prefix(false, stage, chunk, grid.coord().tp)});
       return local;
     }
     if (zero > 0)
-      return std::make_unique<ZeroSharded>(grid.dp(), store, cfg.optim, zero,
+      return std::make_unique<ZeroSharded>(*run.backend, grid.dp(), store, cfg.optim, zero,
                                            compression.kind == CompressionKind::bf16);
-    return std::make_unique<DataParallel>(grid.dp(), store, cfg.optim, bucket_bytes, compression);
+    return std::make_unique<DataParallel>(*run.backend, grid.dp(), store, cfg.optim, bucket_bytes, compression);
   };
-  auto sync = std::make_unique<ModelParallelSync>(groups, chunks, make_part);
+  auto sync = std::make_unique<ModelParallelSync>(*run.backend, groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
   auto configure = [s, hooks, zero, recompute, precision](int chunk, Transformer& model) {
     model.set_recompute(recompute);
@@ -250,7 +251,7 @@ Status build_model(TrainingRun& run) {
   }
   TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
   if (run.cfg.train.precision == Precision::fp16) {  // dynamic loss scaling keeps fp16 gradients in range
-    run.scaler = std::make_unique<LossScaler>();
+    run.scaler = std::make_unique<LossScaler>(*run.backend);
     run.runner->set_loss_scale(run.scaler->scale());
   }
   if (run.timeline.enabled())  // the label is built per bucket and step: only when tracing

@@ -13,6 +13,7 @@
 #include "model/param_layout.h"
 #include "mpi_test_world.h"
 #include "parallel/compression_sync.h"
+#include "../backend_util.h"
 
 namespace tessera {
 namespace {
@@ -49,7 +50,7 @@ std::vector<float> mean_over_ranks(std::vector<float> v) {
 void expect_error_feedback(const CompressionConfig& cfg) {
   const ParamLayout layout(model_preset("tiny").value());
   const int64_t n = layout.total_numel();
-  CompressedExchange ex(world(), layout, cfg);
+  CompressedExchange ex(tessera::testing::cpu_backend(), world(), layout, cfg);
   std::vector<float> g = rank_gradient(n, world().rank());
   const std::vector<float> mean_g = mean_over_ranks(g);
   exchange(ex, g);

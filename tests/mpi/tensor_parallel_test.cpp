@@ -49,7 +49,7 @@ void run_case(const Case& c, int tp_size, bool sp = false) {
   init_parameters(whole, cfg, seed);
   init_parameters(shard, cfg, seed);
   Transformer full(tessera::testing::cpu_backend(), cfg, whole, B, T), part(tessera::testing::cpu_backend(), cfg, shard, B, T);
-  TensorParallel hooks(tpc, sp);
+  TensorParallel hooks(tessera::testing::cpu_backend(), tpc, sp);
   part.set_tensor_parallel_hooks(&hooks);
   EXPECT_EQ(part.sequence_parallel(), sp);
   AdamWConfig opt_cfg;
@@ -70,7 +70,7 @@ void run_case(const Case& c, int tp_size, bool sp = false) {
     part.backward(0.5f);
     ASSERT_TRUE(hooks.status().ok()) << hooks.status().to_string();
     if (sp) {
-      const Status s = sequence_parallel_reduce_replicated_grads(shard, tpc);
+      const Status s = sequence_parallel_reduce_replicated_grads(tessera::testing::cpu_backend(), shard, tpc);
       ASSERT_TRUE(s.ok()) << s.to_string();
       expect_replicated_identical(shard, /*grads=*/true, tpc, where);
     }
@@ -82,7 +82,7 @@ void run_case(const Case& c, int tp_size, bool sp = false) {
 
     // A small max norm so that clipping scales every gradient.
     const float norm_full = clip_grad_norm(whole.grads(), whole.numel(), 0.05f);
-    Result<float> norm_part = tp_clip_grad_norm(shard, tpc, 0.05f);
+    Result<float> norm_part = tp_clip_grad_norm(tessera::testing::cpu_backend(), shard, tpc, 0.05f);
     ASSERT_TRUE(norm_part.ok()) << norm_part.status().to_string();
     EXPECT_GT(norm_full, 0.05f) << "the test means to exercise clipping";
     EXPECT_NEAR(*norm_part, norm_full, 1e-5 * norm_full) << where << " step " << step;
@@ -169,7 +169,7 @@ TEST(SequenceParallelStages, WholeStageSeamsGiveTheWholeModelsLossAndGradients) 
       ParamStore whole{ParamLayout(cfg)}, s0{ParamLayout(cfg, 0, 1, shard)}, s1{ParamLayout(cfg, 1, L, shard)};
       for (ParamStore* st : {&whole, &s0, &s1}) init_parameters(*st, cfg, 99);
       Transformer full(tessera::testing::cpu_backend(), cfg, whole, B, T), first(tessera::testing::cpu_backend(), cfg, s0, B, T), last(tessera::testing::cpu_backend(), cfg, s1, B, T);
-      TensorParallel hooks(tpc, /*sequence_parallel=*/true);
+      TensorParallel hooks(tessera::testing::cpu_backend(), tpc, /*sequence_parallel=*/true);
       first.set_tensor_parallel_hooks(&hooks);
       last.set_tensor_parallel_hooks(&hooks);
       auto tokens = random_tokens(N, cfg.vocab_size, 71), targets = random_tokens(N, cfg.vocab_size, 72);
@@ -185,7 +185,7 @@ TEST(SequenceParallelStages, WholeStageSeamsGiveTheWholeModelsLossAndGradients) 
       ASSERT_TRUE(hooks.status().ok()) << hooks.status().to_string();
       EXPECT_NEAR(loss, loss_full, 1e-5 * std::abs(loss_full)) << where;
       for (ParamStore* st : {&s0, &s1}) {
-        const Status s = sequence_parallel_reduce_replicated_grads(*st, tpc);
+        const Status s = sequence_parallel_reduce_replicated_grads(tessera::testing::cpu_backend(), *st, tpc);
         ASSERT_TRUE(s.ok()) << s.to_string();
         expect_shard_equals_whole(whole, *st, /*grads=*/true, 1e-5, where);
       }
@@ -230,7 +230,7 @@ void run_recompute_case(const Case& c, int tp_size, bool sp) {
   for (Recompute mode : kRecomputeModes) {
     stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg, shard)));
     init_parameters(*stores.back(), cfg, 4321);
-    hooks.push_back(std::make_unique<TensorParallel>(tpc, sp));
+    hooks.push_back(std::make_unique<TensorParallel>(tessera::testing::cpu_backend(), tpc, sp));
     nets.push_back(std::make_unique<Transformer>(tessera::testing::cpu_backend(), cfg, *stores.back(), B, T, mode));
     nets.back()->set_tensor_parallel_hooks(hooks.back().get());
     opts.push_back(std::make_unique<AdamW>(stores.back()->layout(), AdamWConfig{}));
@@ -256,12 +256,12 @@ void run_recompute_case(const Case& c, int tp_size, bool sp) {
     }
     if (sp)
       for (auto& st : stores) {
-        const Status s = sequence_parallel_reduce_replicated_grads(*st, tpc);
+        const Status s = sequence_parallel_reduce_replicated_grads(tessera::testing::cpu_backend(), *st, tpc);
         EXPECT_TRUE(s.ok()) << s.to_string();
       }
     float norm[3];
     for (int i = 0; i < 3; ++i) {
-      Result<float> n = tp_clip_grad_norm(*stores[i], tpc, 0.05f);
+      Result<float> n = tp_clip_grad_norm(tessera::testing::cpu_backend(), *stores[i], tpc, 0.05f);
       EXPECT_TRUE(n.ok()) << n.status().to_string();
       norm[i] = n.ok() ? *n : -1.f;
     }
@@ -315,7 +315,7 @@ TEST(RecomputeUnderSequenceParallelStages, FullRecomputationKeepsTheWholeSeamsAn
         TensorParallel hooks;
         Transformer first, last;
         Pipeline(const ModelConfig& cfg, TensorParallelShard shard, Communicator& tpc, int64_t B, int64_t T, Recompute r)
-            : s0(ParamLayout(cfg, 0, 2, shard)), s1(ParamLayout(cfg, 2, 4, shard)), hooks(tpc, true),
+            : s0(ParamLayout(cfg, 0, 2, shard)), s1(ParamLayout(cfg, 2, 4, shard)), hooks(tessera::testing::cpu_backend(), tpc, true),
               first(tessera::testing::cpu_backend(), cfg, s0, B, T, r), last(tessera::testing::cpu_backend(), cfg, s1, B, T, r) {
           init_parameters(s0, cfg, 55);
           init_parameters(s1, cfg, 55);
@@ -359,7 +359,7 @@ TEST(SequenceParallelRows, TokenRowsMustSplitOverTpNamingBoth) {
   EXPECT_FALSE(validate_sequence_parallel(8, 0).ok());
   // The hooks refuse such a region too (every rank alike, before any collective) and keep the error.
   Communicator& w = world();
-  TensorParallel hooks(w, /*sequence_parallel=*/true);
+  TensorParallel hooks(tessera::testing::cpu_backend(), w, /*sequence_parallel=*/true);
   std::vector<float> x(static_cast<size_t>(w.size() + 1) * 2, 1.f);
   hooks.copy_to_region_forward({TpPoint::attn_qkv, 0, x.data(), w.size() + 1, 2});
   ASSERT_FALSE(hooks.status().ok());
@@ -372,7 +372,7 @@ TEST(SequenceParallelHooks, RowCollectivesRunInPlace) {
   Communicator& w = world();
   const int p = w.size(), r = w.rank();
   const int64_t rows = 2 * p, cols = 3, n = rows / p;
-  TensorParallel hooks(w, /*sequence_parallel=*/true);
+  TensorParallel hooks(tessera::testing::cpu_backend(), w, /*sequence_parallel=*/true);
   std::vector<float> y(static_cast<size_t>(rows * cols));
   for (int64_t i = 0; i < rows * cols; ++i) y[i] = static_cast<float>(i * 10 + r);
   hooks.reduce_from_region_forward({TpPoint::attn_proj, 0, y.data(), rows, cols});

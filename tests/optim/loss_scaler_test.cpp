@@ -30,20 +30,21 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST(LossScaler, FindsInfAndNanAnywhere) {
   std::vector<float> g(200003, 0.5f);
-  EXPECT_FALSE(LossScaler::has_non_finite(g.data(), int64_t(g.size())));
+  const LossScaler scaler(tessera::testing::cpu_backend());
+  EXPECT_FALSE(scaler.has_non_finite(g.data(), int64_t(g.size())));
   for (size_t at : {size_t(0), size_t(17), size_t(65536), g.size() - 1}) {
     for (float bad : {kInf, -kInf, std::nanf("")}) {
       g[at] = bad;
-      EXPECT_TRUE(LossScaler::has_non_finite(g.data(), int64_t(g.size()))) << at;
+      EXPECT_TRUE(scaler.has_non_finite(g.data(), int64_t(g.size()))) << at;
       g[at] = 0.5f;
     }
   }
   g[5] = std::numeric_limits<float>::max();  // large but finite
-  EXPECT_FALSE(LossScaler::has_non_finite(g.data(), int64_t(g.size())));
+  EXPECT_FALSE(scaler.has_non_finite(g.data(), int64_t(g.size())));
 }
 
 TEST(LossScaler, BacksOffGrowsAndUnscales) {
-  LossScaler s(LossScalerConfig{.init_scale = 1024.f, .growth_interval = 3});
+  LossScaler s(tessera::testing::cpu_backend(), LossScalerConfig{.init_scale = 1024.f, .growth_interval = 3});
   std::vector<float> a = {1024.f, -2048.f}, b = {512.f};
   GradSpan spans[] = {{a.data(), 2}, {b.data(), 1}};
   EXPECT_TRUE(s.unscale_or_skip(spans, nullptr).value());
@@ -62,7 +63,7 @@ TEST(LossScaler, BacksOffGrowsAndUnscales) {
   EXPECT_TRUE(s.update(false));  // third good step in a row
   EXPECT_EQ(s.scale(), 1024.f);
   EXPECT_EQ(s.good_steps_in_a_row(), 0);
-  LossScaler tiny(LossScalerConfig{.init_scale = 1.f});
+  LossScaler tiny(tessera::testing::cpu_backend(), LossScalerConfig{.init_scale = 1.f});
   tiny.update(true);
   EXPECT_EQ(tiny.scale(), 1.f);  // min_scale
 }
@@ -75,7 +76,7 @@ struct Fp16Trainer {
   ParamStore store{ParamLayout(cfg)};
   Transformer net{tessera::testing::cpu_backend(), cfg, store, B, T};
   AdamW opt{store.layout(), AdamWConfig{}};
-  LossScaler scaler{LossScalerConfig{.growth_interval = 2000}};
+  LossScaler scaler{tessera::testing::cpu_backend(), LossScalerConfig{.growth_interval = 2000}};
   Fp16Trainer() {
     init_parameters(store, cfg, 99);
     net.set_precision(Precision::fp16);
@@ -140,7 +141,7 @@ TEST(LossScaler, ScaledFp16GradientsMatchFp32AfterUnscaling) {
     init_parameters(store, cfg, 5);
     Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
     net.set_precision(i == 0 ? Precision::fp32 : Precision::fp16);
-    LossScaler scaler;
+    LossScaler scaler(tessera::testing::cpu_backend());
     store.zero_grads();
     net.forward(tokens.data(), targets.data());
     net.backward(i == 0 ? 1.f : scaler.scale());
@@ -164,7 +165,7 @@ TEST(LossScaler, CollectiveCheckOnAWorldOfOne) {
   ASSERT_TRUE(world.ok()) << world.status().to_string();
   std::vector<float> g = {1.f, 2.f};
   GradSpan s{g.data(), 2};
-  LossScaler scaler;
+  LossScaler scaler(tessera::testing::cpu_backend());
   EXPECT_FALSE(scaler.found_overflow({&s, 1}, world.value().get()).value());
   g[1] = std::nanf("");
   EXPECT_TRUE(scaler.found_overflow({&s, 1}, world.value().get()).value());

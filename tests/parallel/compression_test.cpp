@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "parallel/compression.h"
 #include "parallel/compression_powersgd.h"
+#include "../backend_util.h"
 
 namespace tessera {
 namespace {
@@ -148,7 +149,7 @@ TEST(Compression, ErrorFeedbackCarriesExactlyWhatWasDropped) {
   expect_error_feedback_exact(*bf16, n, /*bitwise=*/true);  // m - bf16(m) is exact in f32
   auto onebit = make_compressor(config(CompressionKind::onebit));
   expect_error_feedback_exact(*onebit, n, /*bitwise=*/false);
-  PowerSgd psgd(97, 43, 3, 7);
+  PowerSgd psgd(tessera::testing::cpu_backend(), 97, 43, 3, 7);
   expect_error_feedback_exact(psgd, 97 * 43, /*bitwise=*/false);
 }
 
@@ -182,7 +183,7 @@ TEST(Compression, PowerSgdReconstructsARankRMatrix) {
     for (int64_t j = 0; j < cols; ++j)
       for (int k = 0; k < r; ++k) m[i * cols + j] += a[i * r + k] * b[j * r + k];
   for (int rank : {3, 4}) {
-    PowerSgd c(rows, cols, rank, 99);
+    PowerSgd c(tessera::testing::cpu_backend(), rows, cols, rank, 99);
     ASSERT_TRUE(PowerSgd::worthwhile(rows, cols, rank));
     std::vector<uint8_t> payload(static_cast<size_t>(c.payload_bytes(rows * cols)));
     EXPECT_EQ(c.payload_bytes(rows * cols), 4 * rank * (rows + cols));
@@ -199,7 +200,7 @@ TEST(Compression, PowerSgdReconstructsARankRMatrix) {
 TEST(Compression, PowerSgdErrorIsAProjection) {
   const int64_t rows = 50, cols = 70;
   const auto g = random_vector(rows * cols, 30);
-  PowerSgd c(rows, cols, 4, 1);
+  PowerSgd c(tessera::testing::cpu_backend(), rows, cols, 4, 1);
   std::vector<uint8_t> payload(static_cast<size_t>(c.payload_bytes(rows * cols)));
   c.compress(g.data(), rows * cols, nullptr, payload.data());
   const auto d = decompress(c, payload, rows * cols);
@@ -223,7 +224,7 @@ TEST(Compression, PowerSgdTwoRoundsMatchTheLocalMessageOnOneReplica) {
   const int64_t rows = 40, cols = 30;
   const int r = 2;
   const auto g = random_vector(rows * cols, 40);
-  PowerSgd a(rows, cols, r, 5), b(rows, cols, r, 5);
+  PowerSgd a(tessera::testing::cpu_backend(), rows, cols, r, 5), b(tessera::testing::cpu_backend(), rows, cols, r, 5);
   std::vector<float> ra(g.size(), 0.0f), rb(g.size(), 0.0f), p(rows * r), q(cols * r), out(g.size());
   a.project(g.data(), ra.data(), p.data());
   a.factor(p.data(), ra.data(), q.data());

@@ -1,4 +1,4 @@
-// Element-wise ops of the contract (fill, copy, add, axpy, non-finite count): the loops the model
+// Element-wise ops of the contract (fill, copy, add, sub, axpy, non-finite count): the loops the model
 // and the strategies used to write themselves, so another backend can run them on its memory.
 #include <cmath>
 #include <cstring>
@@ -24,6 +24,11 @@ void add(float* out, const float* y, const float* x, int64_t n) {
 void axpy(float* y, float a, const float* x, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void sub(float* out, const float* a, const float* b, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
 }
 
 int64_t count_nonfinite(const float* x, int64_t n) {
