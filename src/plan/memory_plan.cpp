@@ -63,6 +63,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     k.alloc(MemCategory::optimizer_state, bytes);  // AdamW m
     k.alloc(MemCategory::optimizer_state, bytes);  // AdamW v
     k.alloc(MemCategory::communication, tied_embedding_tail_bytes(layout, dp));
+    k.alloc(MemCategory::activations, sizeof(double));  // AccumulationRunner: the step's loss, on the device
     return finish();
   }
 
@@ -109,6 +110,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   // PipelineRunner: the activation slots. Each model is built with every activation kept and whole
   // rows, then configure() (training_setup.cpp) reallocates it (the old set freed first) for
   // train.recompute, then for its sequence-parallel row shard when it sets the hooks.
+  k.alloc(MemCategory::activations, sizeof(double));  // PipelineRunner: the step's loss, on the device
   const std::vector<PipeAction> actions = make_pipeline_schedule(lay.schedule, lay.pipe, coord.pp);
   for (int c = 0; c < V; ++c) {
     const int n = activation_slots(actions, c);
