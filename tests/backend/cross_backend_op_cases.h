@@ -1,0 +1,47 @@
+// The op cases of the cross-backend test (cross_backend_ops_test.cpp): one case_<op> per op of
+// TESSERA_BACKEND_OPS, each running its op on deterministic inputs and reporting the outputs.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+
+namespace tessera {
+
+// One run of a case: deterministic inputs (the same sequence for every backend) and the outputs
+// the case reports, widened to double for the comparison.
+struct OpRun {
+  Rng rng{0xBACC0DEull};
+  double tol = 0;  // allowed |oracle - candidate| per output, relative to max(1, its largest |oracle|)
+  std::vector<std::vector<double>> outputs;
+
+  std::vector<float> rand(int64_t n, float lo = -1.f, float hi = 1.f) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = lo + (hi - lo) * rng.uniform();
+    return v;
+  }
+  std::vector<int32_t> ints(int64_t n, int32_t lo, int32_t hi) {  // in [lo, hi)
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& x : v) x = lo + static_cast<int32_t>(rng.next_u32() % static_cast<uint32_t>(hi - lo));
+    return v;
+  }
+  template <class T>
+  void out(const std::vector<T>& v) {
+    outputs.emplace_back(v.begin(), v.end());
+  }
+  void out(double x) { outputs.push_back({x}); }
+};
+
+using Case = void (*)(Backend& be, OpRun& r);
+
+struct NamedCase {
+  const char* op;
+  Case run;
+};
+
+// Every op of the list, in its order (an op without its case_<op> does not link).
+std::span<const NamedCase> op_cases();
+
+}  // namespace tessera
