@@ -26,7 +26,8 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
-#include "parallel/micro_batch_runner.h"
+#include "parallel/model_parallel_sync.h"
+#include "parallel/pipeline_runner.h"
 #include "train/train_step.h"
 
 using namespace tessera;
@@ -69,24 +70,36 @@ int main(int argc, char** argv) {
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 1234);
   CpuBackend backend;
-  Transformer net(backend, cfg, store, B, T);
-  auto world = MpiCommunicator::create_world();
-  if (!world.ok()) { std::fprintf(stderr, "%s\n", world.status().message().c_str()); return 1; }
-  DataParallel sync(backend, *world.value(), store, AdamWConfig{}, 4 << 20);
-  net.set_grad_ready_callback([&sync](int layer) { sync.on_layer_ready(layer); });
+  auto world_or = MpiCommunicator::create_world();
+  if (!world_or.ok()) { std::fprintf(stderr, "%s\n", world_or.status().message().c_str()); return 1; }
+  Communicator& world = *world_or.value();
+  // The trainer's set-up for dp alone (train/training_setup.cpp): the model-parallel strategy over a
+  // DataParallel part, and the pipeline runner over one stage.
+  ModelParallelSync sync(backend, ModelParallelGroups{&world, &world, &world}, {&store}, [&](ParamStore& s) {
+    return std::make_unique<DataParallel>(backend, world, s, AdamWConfig{}, 4 << 20);
+  });
   std::vector<int32_t> tokens(B * T), targets(B * T);
   Rng rng(7);
   for (int64_t i = 0; i < B * T; ++i) {
     tokens[i] = static_cast<int32_t>(rng.next_u32() % cfg.vocab_size);
     targets[i] = static_cast<int32_t>(rng.next_u32() % cfg.vocab_size);
   }
-  AccumulationRunner runner(net, sync, [&](int32_t* in, int32_t* tg) {
-    std::copy(tokens.begin(), tokens.end(), in);
-    std::copy(targets.begin(), targets.end(), tg);
-  }, /*micro_batches=*/1);
+  Transformer* slot_model = nullptr;  // the runner's one activation slot (1F1B over one stage)
+  PipelineRunner runner(
+      backend, cfg, {&store}, B, T, Recompute::none, world, PipelineScheduleKind::one_f_one_b, PipelineShape{1, 1, 1}, sync,
+      [&](int, Transformer& m) {
+        slot_model = &m;
+        ReplicaSync* part = &sync.chunk_sync(0);
+        m.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
+      },
+      [&](int32_t* in, int32_t* tg) {
+        std::copy(tokens.begin(), tokens.end(), in);
+        std::copy(targets.begin(), targets.end(), tg);
+      });
+  Transformer& net = *slot_model;
   StepHooks no_hooks;
   Timeline no_timeline(false, 0);
-  StepParts parts{store, runner, sync, no_hooks, no_timeline};
+  StepParts parts{store, runner, sync, sync, no_hooks, no_timeline};
   int64_t step_number = 0;
   auto step = [&] {
     auto r = train_step(parts, ++step_number, 1e-4f, 1.0f);

@@ -3,14 +3,14 @@
 // Trainer hook (train/train_step.cpp, train_step), for train.precision == "fp16" only; bf16 and fp32
 // pass no scaler and run unchanged:
 //   1. MicroBatchRunner: model.backward(1.f / m) becomes model.backward(scaler.scale() / m).
-//   2. After TS_RETURN_IF_ERROR(s.sync.finish()):
+//   2. After TS_RETURN_IF_ERROR(s.reduction.finish()):
 //        GradSpan g{store.grads(), store.numel()};   // + one per extra chunk (more_chunks)
 //        TS_ASSIGN_OR_RETURN(bool step_ok, scaler.unscale_or_skip({&g, 1}, world));
-//        if (!step_ok) { r.skipped = true; /* no clip, no optimizer_step, no gather */ }
-//      then clip_grad_norm / optimizer_step / gather_parameters only when step_ok.
+//        if (!step_ok) { r.skipped = true; /* no update */ }
+//      then s.update.update(lr, grad_clip, timeline) only when step_ok.
 //   The flat gradient buffer holds the owned, reduced gradient after finish() for DataParallel and
 //   ZeRO-1. ZeRO-2/3 keep the reduced shard elsewhere: there the spans must be that shard (a
-//   GradientSync accessor is needed) -- checking the local flat buffer still detects every fp16
+//   ParameterUpdate accessor is needed) -- checking the local flat buffer still detects every fp16
 //   overflow (inf enters the local gradient before any reduction), but unscaling must reach the shard.
 #include "optim/loss_scaler.h"
 

@@ -13,7 +13,7 @@
 //   model.backward(scaler.scale() / accumulation_steps)      every micro-batch
 //   sync.finish()
 //   bool step = scaler.unscale_or_skip(owned gradient ranges, world communicator)
-//   if (step) { sync.clip_grad_norm(max); sync.optimizer_step(lr); sync.gather_parameters(); }
+//   if (step) update.update(lr, max_norm, timeline);
 #pragma once
 #include <cstdint>
 #include <span>

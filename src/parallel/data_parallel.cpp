@@ -109,11 +109,11 @@ Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {
   return sum_full_grad_over(group, store_, p);
 }
 
-Result<float> DataParallel::clip_grad_norm(float max_norm) {
+Result<float> DataParallel::clip_own_grad_norm(float max_norm) {
   return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
 }
 
-void DataParallel::optimizer_step(float lr) { opt_.step(store_.params(), store_.grads(), lr); }
+void DataParallel::step_owned(float lr) { opt_.step(store_.params(), store_.grads(), lr); }
 
 Status DataParallel::average_over_replicas(float* values, int64_t n) {
   if (dp_.size() == 1) return Status::ok_status();

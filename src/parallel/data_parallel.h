@@ -50,20 +50,19 @@ class DataParallel final : public ReplicaSync {
   std::string_view name() const override { return "data_parallel"; }
   // Copies rank 0's parameters to every rank (start of a run).
   Status broadcast_parameters() override;
-  void set_sync(bool last_micro_batch) override { sync_ = last_micro_batch; }
+  void begin_micro_batch(bool completes_step) override { sync_ = completes_step; }
   // Launches every bucket that has become final.
   void on_layer_ready(int layer) override;
   // Waits for every bucket (launching any not yet launched). Afterwards grads hold the dp average.
   Status finish() override;
-  // Every replica holds the whole averaged gradient: the norm needs no communication.
-  Result<float> clip_grad_norm(float max_norm) override;
-  void optimizer_step(float lr) override;
-  Status gather_parameters() override { return Status::ok_status(); }  // replicas updated themselves
+  void step_owned(float lr) override;
+  Status complete_update() override { return Status::ok_status(); }  // replicas updated themselves
   Status average_over_replicas(float* values, int64_t n) override;
   // Hashes the whole parameter buffer and compares across the dp group.
   Status verify_replicas(std::string_view what) override;
   // Replicas are identical, so the dp ranks split the writing: rank r saves the r-th 1/dp of the buffer.
   std::vector<OwnedState> owned_state() override { return {{0, &opt_, checkpoint_range()}}; }
+  int64_t optimizer_steps() const override { return opt_.steps_taken(); }
   FlatRange checkpoint_range() const;
   // Replicas hold the whole averaged gradient: the local sum over the counted tensors, no communication.
   Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
@@ -73,6 +72,10 @@ class DataParallel final : public ReplicaSync {
   double exposed_wait_s() const override { return exposed_wait_s_; }
   void set_trace(TraceFn fn) override { trace_ = std::move(fn); }
   size_t num_buckets() const { return buckets_.size(); }
+
+ protected:
+  // Every replica holds the whole averaged gradient: the norm needs no communication.
+  Result<float> clip_own_grad_norm(float max_norm) override;
 
  private:
   struct Bucket {

@@ -36,7 +36,7 @@ Status LocalSgd::broadcast_parameters() {
   return Status::ok_status();
 }
 
-Result<float> LocalSgd::clip_grad_norm(float max_norm) {
+Result<float> LocalSgd::clip_own_grad_norm(float max_norm) {
   return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
 }
 
@@ -50,9 +50,9 @@ Status LocalSgd::sum_grad_over(Communicator& group, const ParamInfo& p) {
   return sum_full_grad_over(group, store_, p);
 }
 
-void LocalSgd::optimizer_step(float lr) { opt_.step(store_.params(), store_.grads(), lr); }
+void LocalSgd::step_owned(float lr) { opt_.step(store_.params(), store_.grads(), lr); }
 
-Status LocalSgd::gather_parameters() {
+Status LocalSgd::complete_update() {
   synced_ = opt_.steps_taken() % cfg_.local_steps == 0;
   if (!synced_) return Status::ok_status();
   const int64_t n = store_.numel();

@@ -46,19 +46,18 @@ class LocalSgd final : public ReplicaSync {
   // Fresh run: copies rank 0's parameters to every replica; the anchor starts there, the outer
   // momentum at 0. After restore_replica_state: checks the replicas' anchors agree instead.
   Status broadcast_parameters() override;
-  void set_sync(bool) override {}
+  void begin_micro_batch(bool) override {}
   void on_layer_ready(int) override {}
   Status finish() override { return Status::ok_status(); }  // inner steps: the local gradient
   // This replica's own gradient (no communication over dp).
   Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
   void scale_grads(float scale) override;
   Status sum_grad_over(Communicator& group, const ParamInfo& p) override;
-  // Norm of this replica's own gradient (no communication).
-  Result<float> clip_grad_norm(float max_norm) override;
-  void optimizer_step(float lr) override;
-  // After every H-th inner step (counted in AdamW steps, so a resumed run keeps its rhythm):
-  // averages the deltas over the replicas, takes the outer step and sets params = anchor.
-  Status gather_parameters() override;
+  // The inner step.
+  void step_owned(float lr) override;
+  // After every H-th inner step (counted in AdamW steps, so a resumed run keeps its rhythm): the
+  // outer step -- averages the deltas over the replicas, updates the anchor, sets params = anchor.
+  Status complete_update() override;
   Status average_over_replicas(float* values, int64_t n) override;
   // Anchors and outer momenta are always identical over the replicas; parameters right after a
   // synchronisation too.
@@ -66,6 +65,7 @@ class LocalSgd final : public ReplicaSync {
   // The standard checkpoint keys: rank r writes the r-th 1/dp of its own parameters and moments
   // (exact at a synchronisation for the parameters); the per-replica state is saved beside them.
   std::vector<OwnedState> owned_state() override { return {{0, &opt_, checkpoint_range()}}; }
+  int64_t optimizer_steps() const override { return opt_.steps_taken(); }
   FlatRange checkpoint_range() const;
 
   double exposed_wait_s() const override { return exposed_wait_s_; }
@@ -83,8 +83,12 @@ class LocalSgd final : public ReplicaSync {
     restored_ = true;
     synced_ = opt_.steps_taken() % cfg_.local_steps == 0;
   }
-  // Whether the step just taken ended a round (its gather_parameters synchronised).
+  // Whether the step just taken ended a round (its update took the outer step).
   bool synced_last_step() const { return synced_; }
+
+ protected:
+  // Norm of this replica's own gradient (no communication).
+  Result<float> clip_own_grad_norm(float max_norm) override;
 
  private:
   Backend& backend_;

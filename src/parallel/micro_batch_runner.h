@@ -1,7 +1,7 @@
 // MicroBatchRunner: runs the forward and backward passes of one training step's micro-batches and
-// tells the gradient strategy which backward completes the step. AccumulationRunner (gradient
-// accumulation on one model replica) is the first; pipeline schedules (a list of actions per
-// stage, executed by a runner) plug in here.
+// tells the gradient reduction which backward completes the step. PipelineRunner
+// (parallel/pipeline_runner.h) is the implementation every training run uses: a pipeline stage's
+// schedule, which over one stage is plain gradient accumulation.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,7 +10,7 @@
 #include "core/memory.h"
 #include "core/status.h"
 #include "model/transformer.h"
-#include "parallel/gradient_sync.h"
+#include "parallel/gradient_reduction.h"
 #include "parallel/evaluate.h"
 #include "observe/timeline.h"
 
@@ -36,26 +36,6 @@ class MicroBatchRunner {
 
  protected:
   float loss_scale_ = 1.f;
-};
-
-// `micro_batches` forward/backward passes in a row, each backward scaled by 1/micro_batches; only
-// the last one lets the gradient strategy communicate.
-class AccumulationRunner final : public MicroBatchRunner {
- public:
-  AccumulationRunner(Transformer& model, GradientSync& sync, BatchSource next_batch, int64_t micro_batches);
-  Status run(Timeline& timeline) override;
-  Result<double> step_loss() override;
-  Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) override {
-    return evaluate_loss(model_, loader, max_batches);
-  }
-
- private:
-  Transformer& model_;
-  GradientSync& sync_;
-  BatchSource next_batch_;
-  int64_t micro_batches_;
-  std::vector<int32_t> inputs_, targets_;  // (B, T) each
-  Buffer loss_sum_;                         // one double on the device: the sum of the micro-batch losses
 };
 
 }  // namespace tessera

@@ -34,8 +34,8 @@ Status ModelParallelSync::broadcast_parameters() {
   return Status::ok_status();
 }
 
-void ModelParallelSync::set_sync(bool last_micro_batch) {
-  for (Part& p : parts_) p.dp->set_sync(last_micro_batch);
+void ModelParallelSync::begin_micro_batch(bool completes_step) {
+  for (Part& p : parts_) p.dp->begin_micro_batch(completes_step);
 }
 
 Status ModelParallelSync::sum_tied_embedding_grads() {
@@ -77,23 +77,25 @@ Result<double> ModelParallelSync::grad_sum_of_squares() {
   return ordered_sum(*g_.pp, over_tp, "gradient norm over the pp group");
 }
 
-Result<float> ModelParallelSync::clip_grad_norm(float max_norm) {
-  TS_ASSIGN_OR_RETURN(double ss, grad_sum_of_squares());
-  const double norm = std::sqrt(ss);
-  if (max_norm > 0 && norm > max_norm) {
-    const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-    for (Part& p : parts_) p.dp->scale_grads(scale);
+Result<UpdateResult> ModelParallelSync::update(float lr, float max_norm, Timeline& timeline) {
+  if (parts_.size() == 1 && g_.tp->size() == 1 && g_.pp->size() == 1) return parts_[0].dp->update(lr, max_norm, timeline);
+  UpdateResult r;
+  {
+    TimelineSpan span(timeline, "optimizer", "compute");
+    TS_ASSIGN_OR_RETURN(double ss, grad_sum_of_squares());
+    const double norm = std::sqrt(ss);
+    if (max_norm > 0 && norm > max_norm) {
+      const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+      for (Part& p : parts_) p.dp->scale_grads(scale);
+    }
+    r.grad_norm = static_cast<float>(norm);
+    for (Part& p : parts_) p.dp->step_owned(lr);
   }
-  return static_cast<float>(norm);
-}
-
-void ModelParallelSync::optimizer_step(float lr) {
-  for (Part& p : parts_) p.dp->optimizer_step(lr);
-}
-
-Status ModelParallelSync::gather_parameters() {
-  for (Part& p : parts_) TS_RETURN_IF_ERROR(p.dp->gather_parameters());
-  return Status::ok_status();
+  TS_RETURN_IF_ERROR(timed_wait(timeline, "parameter sync wait", &r.parameter_wait_s, [&] {
+    for (Part& p : parts_) TS_RETURN_IF_ERROR(p.dp->complete_update());
+    return Status::ok_status();
+  }));
+  return r;
 }
 
 Status ModelParallelSync::average_over_replicas(float* values, int64_t n) {

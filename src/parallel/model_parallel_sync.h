@@ -12,7 +12,9 @@
 //   - the gradient norm sums each element of the whole model once: sharded tensors on every tp
 //     rank, replicated ones on tp rank 0, the tied copy on the first stage only, over tp then pp
 //     (gathered as doubles and added in rank order, so every rank clips by the same bits).
-// At dp x 1 x 1 the trainer uses DataParallel itself, whose arithmetic this does not change.
+// Every training run uses it, dp x 1 x 1 included: a rank of one chunk with tp = pp = 1 has nothing
+// to correct, and its update is the part's own (DataParallel and LocalSgd clip by the norm of the
+// whole flat buffer), so such runs keep the bits they had with the part as the whole strategy.
 #pragma once
 #include <functional>
 #include <memory>
@@ -45,16 +47,17 @@ class ModelParallelSync final : public GradientSync {
 
   std::string_view name() const override { return "model_parallel"; }
   Status broadcast_parameters() override;
-  void set_sync(bool last_micro_batch) override;
+  void begin_micro_batch(bool completes_step) override;
   // A no-op: layer numbers are per chunk, so each chunk's models call chunk_sync(c) directly.
   void on_layer_ready(int) override {}
   Status finish() override;
-  Result<float> clip_grad_norm(float max_norm) override;
-  void optimizer_step(float lr) override;
-  Status gather_parameters() override;
+  // The norm over every chunk and the tp / pp groups (see above), each chunk's owned step, then
+  // each chunk's complete_update.
+  Result<UpdateResult> update(float lr, float max_norm, Timeline& timeline) override;
   Status average_over_replicas(float* values, int64_t n) override;
   Status verify_replicas(std::string_view what) override;
   std::vector<OwnedState> owned_state() override;
+  int64_t optimizer_steps() const override { return parts_.front().dp->optimizer_steps(); }
   double exposed_wait_s() const override;
   void set_trace(TraceFn fn) override;
 

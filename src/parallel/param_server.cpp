@@ -6,7 +6,6 @@
 #include <cmath>
 #include <thread>
 
-#include "backend/ops.h"
 #include "core/log.h"
 #include "parallel/param_server_replica.h"
 
@@ -25,8 +24,8 @@ void leak(std::unique_ptr<T>& p) {
 
 // One shard: a server's range of one chunk buffer of one model-parallel position, and its AdamW.
 struct ParamServer::Unit {
-  Unit(ParamStore& s, FlatRange r, const AdamWConfig& optim)
-      : store(s), range(r), opt(s.layout(), optim, r.begin, r.end) {}
+  Unit(Backend& backend, ParamStore& s, FlatRange r, const AdamWConfig& optim)
+      : store(s), range(r), opt(s.layout(), optim, r.begin, r.end, &backend) {}
   ParamStore& store;
   FlatRange range;
   AdamW opt;
@@ -76,17 +75,17 @@ std::vector<FlatRange> counted_parts(const ParamLayout& layout, FlatRange range)
 }
 }  // namespace
 
-ParamServer::ParamServer(const PsRoles& roles, int index, Communicator& servers,
+ParamServer::ParamServer(Backend& backend, const PsRoles& roles, int index, Communicator& servers,
                          std::vector<std::unique_ptr<Communicator>> links,
                          std::vector<std::vector<ParamStore*>> positions, const AdamWConfig& optim,
                          const CompressionConfig& compression)
-    : roles_(roles), index_(index), servers_(servers), links_(std::move(links)) {
+    : backend_(backend), roles_(roles), index_(index), servers_(servers), links_(std::move(links)) {
   if (compression.kind != CompressionKind::none) compressor_ = make_compressor(compression);
   for (const std::vector<ParamStore*>& chunks : positions) {
     units_.emplace_back();
     int64_t bytes = 0;
     for (ParamStore* store : chunks) {
-      auto u = std::make_unique<Unit>(*store, roles.shard(index, store->numel()), optim);
+      auto u = std::make_unique<Unit>(backend, *store, roles.shard(index, store->numel()), optim);
       u->counted = counted_parts(store->layout(), u->range);
       bytes += compressor_ ? compressor_->payload_bytes(u->range.numel())
                            : u->range.numel() * static_cast<int64_t>(sizeof(float));
@@ -215,12 +214,11 @@ Status ParamServer::apply_sync_step() {
       for (const auto& s : slots_) {
         if (!s->live || s->position != static_cast<int>(p)) continue;
         const float* g = s->grads[c].data();
-        float* acc = u.sum.data();
-        for (int64_t i = 0; i < n; ++i) acc[i] += g[i];
+        backend_.add(u.sum.data(), u.sum.data(), g, n);
       }
       if (members == 0) continue;  // (sync mode drops nobody: an error ends the run first)
-      ops::scale_inplace(u.sum.data(), n, 1.f / static_cast<float>(members));
-      for (const FlatRange& r : u.counted) total += ops::sum_of_squares(u.sum.data() + r.begin, r.numel());
+      backend_.scale_inplace(u.sum.data(), n, 1.f / static_cast<float>(members));
+      for (const FlatRange& r : u.counted) total += backend_.sum_of_squares(u.sum.data() + r.begin, r.numel());
     }
   }
   float sq = static_cast<float>(total);
@@ -231,7 +229,7 @@ Status ParamServer::apply_sync_step() {
   const float lr = o_.lr(slots_.front()->step);
   for (auto& chunks : units_)
     for (auto& u : chunks) {
-      if (clip) ops::scale_inplace(u->sum.data(), u->range.numel(), static_cast<float>(o_.grad_clip / (norm + 1e-6)));
+      if (clip) backend_.scale_inplace(u->sum.data(), u->range.numel(), static_cast<float>(o_.grad_clip / (norm + 1e-6)));
       u->opt.step_with_range_grads(u->store.params(), u->sum.data(), lr);
     }
   for (auto& s : slots_) {

@@ -20,8 +20,9 @@
 // Every answered push is logged as one JSON line (worker, step, versions, slowest step), so a test
 // can check the staleness bound.
 //
-// It is also the server rank's GradientSync, so that set-up, resume (owned_state) and the initial
-// parameters (broadcast_parameters) run the trainer's code; the per-step methods are never called.
+// It is the server rank's ParameterUpdate (no GradientReduction: a server runs no backward pass),
+// so that set-up, resume and checkpoints (owned_state) and the initial parameters
+// (broadcast_parameters) run the trainer's code; serve() takes the place of the steps.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -34,7 +35,7 @@
 #include "model/param_layout.h"
 #include "optim/adamw.h"
 #include "parallel/compression.h"
-#include "parallel/gradient_sync.h"
+#include "parallel/parameter_update.h"
 #include "parallel/param_server_protocol.h"
 
 namespace tessera {
@@ -53,7 +54,7 @@ struct ParamServerOptions {
   std::string log_path;     // the push log (JSON lines; appended to); "" = none
 };
 
-class ParamServer final : public GradientSync {
+class ParamServer final : public ParameterUpdate {
  public:
   // index: this server's index (0..S-1); servers: the group of server ranks (norm exchange);
   // links: every worker's link (make_ps_links). positions[p]: the chunk stores of position p
@@ -61,25 +62,21 @@ class ParamServer final : public GradientSync {
   // kept up to date); one AdamW per unit covers the shard. owned_state() numbers the units
   // position-major (chunk = p * V + c): the caller's run.stores must hold them in that order.
   // compression: what the workers compress their pushes with (none: f32 gradient ranges).
-  ParamServer(const PsRoles& roles, int index, Communicator& servers,
+  // backend: the ops of the averaging, norm and AdamW (host memory: the shards are host buffers).
+  ParamServer(Backend& backend, const PsRoles& roles, int index, Communicator& servers,
               std::vector<std::unique_ptr<Communicator>> links, std::vector<std::vector<ParamStore*>> positions,
               const AdamWConfig& optim, const CompressionConfig& compression = {});
   ~ParamServer() override;
 
-  std::string_view name() const override { return "param_server"; }
   // Sends every worker this shard's initial (or resumed) parameters.
   Status broadcast_parameters() override;
-  void set_sync(bool) override {}
-  void on_layer_ready(int) override {}
-  Status finish() override { return not_a_worker(); }
-  Result<float> clip_grad_norm(float) override { return not_a_worker(); }
-  void optimizer_step(float) override {}
-  Status gather_parameters() override { return Status::ok_status(); }
-  Status average_over_replicas(float*, int64_t) override { return Status::ok_status(); }
+  // A server's updates happen in serve(), as the pushes arrive.
+  Result<UpdateResult> update(float, float, Timeline&) override { return not_a_worker(); }
+  // The servers' shards are disjoint: nothing to compare.
   Status verify_replicas(std::string_view) override { return Status::ok_status(); }
   std::vector<OwnedState> owned_state() override;
-  double exposed_wait_s() const override { return 0; }
-  void set_trace(TraceFn) override {}
+  // The updates position 0's shards have taken.
+  int64_t optimizer_steps() const override { return version_of(0); }
 
   // Answers pushes until every live worker has completed options.final_step.
   Status serve(const ParamServerOptions& options);
@@ -101,6 +98,7 @@ class ParamServer final : public GradientSync {
   void drop(int w, const std::string& why);
   Status wait_sends();
 
+  Backend& backend_;
   PsRoles roles_;
   int index_;
   Communicator& servers_;

@@ -19,10 +19,10 @@ double now_s() {
 ParamServerWorker::ParamServerWorker(Backend& backend, const PsRoles& roles, PsConsistency consistency,
                                      std::unique_ptr<Communicator> link, const ModelParallelGroups& groups,
                                      std::unique_ptr<Communicator> solo, std::vector<ParamStore*> chunks,
-                                     const AdamWConfig& optim, float grad_clip, const CompressionConfig& compression)
+                                     float grad_clip, const CompressionConfig& compression)
     : backend_(backend), roles_(roles), consistency_(consistency), link_owner_(std::move(link)), link_(*link_owner_), groups_(groups),
       model_parallel_(groups.tp->size() > 1 || groups.pp->size() > 1), solo_(std::move(solo)),
-      chunks_(std::move(chunks)), step_count_(chunks_.front()->layout(), optim, 0, 0), grad_clip_(grad_clip),
+      chunks_(std::move(chunks)), grad_clip_(grad_clip),
       push_(static_cast<size_t>(roles.servers)), reply_(static_cast<size_t>(roles.servers)) {
   for (int s = 0; s < roles.servers; ++s) {
     ranges_.emplace_back();
@@ -68,7 +68,7 @@ Status ParamServerWorker::wait_replies(const char* what) {
   int64_t lowest = reply_.front().version;
   for (const ReplyHeader& h : reply_) lowest = std::min(lowest, h.version);
   version_ = lowest;
-  step_count_.set_steps_taken(reply_.front().version);
+  server_steps_ = reply_.front().version;
   for (const std::vector<FlatRange>& per_chunk : ranges_)
     for (const FlatRange& r : per_chunk) pulled_bytes_ += static_cast<uint64_t>(r.numel()) * sizeof(float);
   return Status::ok_status();
@@ -86,12 +86,12 @@ Status ParamServerWorker::broadcast_parameters() {
 Status ParamServerWorker::clip_locally() {
   if (!model_parallel_) {
     ParamStore& store = *chunks_.front();
-    local_norm_ = tessera::clip_grad_norm(store.grads(), store.numel(), grad_clip_);
+    local_norm_ = tessera::clip_grad_norm(backend_, store.grads(), store.numel(), grad_clip_);
     return Status::ok_status();
   }
   TS_ASSIGN_OR_RETURN(const double norm, replica_grad_norm(backend_, groups_, chunks_));
   if (grad_clip_ > 0 && norm > grad_clip_)
-    for (ParamStore* c : chunks_) ops::scale_inplace(c->grads(), c->numel(), static_cast<float>(grad_clip_ / (norm + 1e-6)));
+    for (ParamStore* c : chunks_) backend_.scale_inplace(c->grads(), c->numel(), static_cast<float>(grad_clip_ / (norm + 1e-6)));
   local_norm_ = static_cast<float>(norm);
   return Status::ok_status();
 }
@@ -133,15 +133,17 @@ Status ParamServerWorker::finish() {
   return Status::ok_status();
 }
 
-Result<float> ParamServerWorker::clip_grad_norm(float) {
+Result<UpdateResult> ParamServerWorker::update(float, float, Timeline& timeline) {
+  UpdateResult r;
   const double t0 = now_s();
-  TS_RETURN_IF_ERROR(wait_replies("this worker's push"));
+  TS_RETURN_IF_ERROR(timed_wait(timeline, "parameter sync wait", &r.parameter_wait_s,
+                                [&] { return wait_replies("this worker's push"); }));
   const double t1 = now_s();
   exposed_wait_s_ += t1 - t0;
   if (trace_)
     for (int s = 0; s < roles_.servers; ++s) trace_(static_cast<size_t>(s), t_push_, t1);
-  if (consistency_ != PsConsistency::sync) return local_norm_;
-  return static_cast<float>(reply_.front().grad_norm);
+  r.grad_norm = consistency_ != PsConsistency::sync ? local_norm_ : static_cast<float>(reply_.front().grad_norm);
+  return r;
 }
 
 Status ParamServerWorker::average_over_replicas(float* values, int64_t n) {

@@ -1,7 +1,7 @@
-// ParamServerWorker: the GradientSync of a worker rank in a parameter-server run. It owns nothing:
-// finish() pushes each server its range of each of this rank's chunk gradients, clip_grad_norm()
-// waits for the answers, which land straight in the parameter buffers (the servers' updated
-// ranges). In the asynchronous modes the worker clips its own gradient by its replica's norm before
+// ParamServerWorker: the GradientSync of a worker rank in a parameter-server run. It owns no
+// optimizer state: finish() pushes each server its range of each of this rank's chunk gradients,
+// update() waits for the answers, which land straight in the parameter buffers (the servers'
+// updated ranges). In the asynchronous modes the worker clips its own gradient by its replica's norm before
 // pushing (no server sees the whole of it); in sync mode the servers clip by the norm of the
 // averaged gradient.
 // A replica may span tp x pp ranks (one chunk per pipeline stage, V under the interleaved
@@ -36,27 +36,28 @@ class ParamServerWorker final : public GradientSync {
   // backend: the run's, for the replica corrections and norm.
   ParamServerWorker(Backend& backend, const PsRoles& roles, PsConsistency consistency, std::unique_ptr<Communicator> link,
                     const ModelParallelGroups& groups, std::unique_ptr<Communicator> solo,
-                    std::vector<ParamStore*> chunks, const AdamWConfig& optim, float grad_clip,
+                    std::vector<ParamStore*> chunks, float grad_clip,
                     const CompressionConfig& compression = {});
 
   std::string_view name() const override { return "param_server_worker"; }
   // Receives the initial (or resumed) parameters from every server.
   Status broadcast_parameters() override;
-  void set_sync(bool) override {}
+  void begin_micro_batch(bool) override {}
   void on_layer_ready(int) override {}
   // Pushes the gradient ranges (clipped here first in the async modes) and posts the receives of the answers.
   Status finish() override;
-  // Waits for every server's answer; returns the norm before clipping (sync: the servers' global
-  // norm of the averaged gradient; async: this worker's own).
-  Result<float> clip_grad_norm(float max_norm) override;
-  void optimizer_step(float) override {}  // the servers update
-  Status gather_parameters() override { return Status::ok_status(); }  // the answers were the update
+  // The servers update: waits for every server's answer (the updated parameters); the norm before
+  // clipping is the servers' global norm of the averaged gradient (sync) or this worker's own (async,
+  // clipped in finish()). lr and max_norm are the servers' business.
+  Result<UpdateResult> update(float lr, float max_norm, Timeline& timeline) override;
   // sync: mean over the workers; async modes: this worker's own value (no collective: workers drift apart).
   Status average_over_replicas(float* values, int64_t n) override;
   // sync: every worker must hold the parameters the servers sent; async modes: they differ by design.
   Status verify_replicas(std::string_view what) override;
-  // An empty range of an optimizer that only carries the servers' step count (checkpoint state).
-  std::vector<OwnedState> owned_state() override { return {{0, &step_count_, FlatRange{0, 0}}}; }
+  // No optimizer state (the servers own it): one empty part, so checkpoints carry the run's state.
+  std::vector<OwnedState> owned_state() override { return {{0, nullptr, FlatRange{0, 0}}}; }
+  // The servers' step count, from their last answer.
+  int64_t optimizer_steps() const override { return server_steps_; }
   double exposed_wait_s() const override { return exposed_wait_s_; }
   void set_trace(TraceFn fn) override { trace_ = std::move(fn); }
 
@@ -81,7 +82,7 @@ class ParamServerWorker final : public GradientSync {
   bool model_parallel_;  // the replica spans more than this rank (tp or pp > 1)
   std::unique_ptr<Communicator> solo_;
   std::vector<ParamStore*> chunks_;
-  AdamW step_count_;
+  int64_t server_steps_ = 0;
   float grad_clip_;
   std::vector<std::vector<FlatRange>> ranges_;        // [server][chunk]
   std::unique_ptr<Compressor> compressor_;            // null: pushes are the f32 gradient ranges

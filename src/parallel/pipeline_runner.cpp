@@ -35,10 +35,10 @@ struct PipelineRunner::Slot {
 };
 
 PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T,
-                               Communicator& pp, PipelineScheduleKind kind, PipelineShape shape, GradientSync& sync,
+                               Recompute recompute, Communicator& pp, PipelineScheduleKind kind, PipelineShape shape, GradientReduction& reduction,
                                ConfigureModel configure, BatchSource next_batch)
     : backend_(backend), cfg_(cfg), B_(B), T_(T), C_(cfg.d_model), pp_(pp), stage_(pp.rank()), shape_(shape),
-      sync_(sync), next_batch_(std::move(next_batch)), loss_sum_(backend.allocate(sizeof(double), MemCategory::activations)) {
+      reduction_(reduction), next_batch_(std::move(next_batch)), loss_sum_(backend.allocate(sizeof(double), MemCategory::activations)) {
   TS_CHECK(shape_.stages == pp.size()) << "pipeline shape has " << shape_.stages << " stages, pp group " << pp.size();
   TS_CHECK(static_cast<int>(chunks.size()) == shape_.virtual_stages)
       << chunks.size() << " model chunks for " << shape_.virtual_stages << " virtual stages";
@@ -48,7 +48,7 @@ PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::ve
     const int n = activation_slots(actions_, static_cast<int>(c));
     for (int i = 0; i < n; ++i) {
       auto slot = std::make_unique<Slot>();
-      slot->model = std::make_unique<Transformer>(backend, cfg, *chunks[c], B, T);
+      slot->model = std::make_unique<Transformer>(backend, cfg, *chunks[c], B, T, recompute);
       configure(static_cast<int>(c), *slot->model);
       models_[c].push_back(std::move(slot));
     }
@@ -115,7 +115,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
     }
     case PipeOp::backward: {
       TimelineSpan span(timeline, "backward", "compute");
-      sync_.set_sync(a.micro_batch == shape_.micro_batches - 1);  // the chunk's last backward communicates
+      reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);  // the chunk's last backward communicates
       model.backward(micro_scale);  // the scale applies where the loss is; other stages get scaled gradients
       if (first_virtual(a.chunk)) release(a.micro_batch, a.chunk);  // nothing to send back
       return model.tp_status();

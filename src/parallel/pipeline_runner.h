@@ -13,7 +13,8 @@
 // - Data: every stage reads the step's m micro-batches (the first stage needs the tokens, the
 //   last the targets), so the loaders of one pipeline stay in step.
 // - Loss: the last stage's mean over the micro-batches, broadcast over the pp group.
-// Works at p = 1 too (tensor parallelism alone): the schedule is then plain accumulation.
+// Works at p = 1 too: the schedule is then plain gradient accumulation (one activation slot under
+// 1F1B), and every training run -- data parallelism alone included -- uses this runner.
 #pragma once
 #include <functional>
 #include <map>
@@ -29,14 +30,15 @@ namespace tessera {
 
 class PipelineRunner final : public MicroBatchRunner {
  public:
-  // Called once for every Transformer the runner makes (chunk index, model): sets tensor-parallel
-  // hooks and the grad-ready callback.
+  // Called once for every Transformer the runner makes (chunk index, model): sets the precision,
+  // tensor-parallel hooks and the grad-ready callback.
   using ConfigureModel = std::function<void(int chunk, Transformer& model)>;
 
-  // chunks[c]: the store of model chunk c (virtual stage c * p + pp.rank()). Everything passed by
-  // reference or pointer outlives the runner.
-  PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T, Communicator& pp,
-                 PipelineScheduleKind kind, PipelineShape shape, GradientSync& sync, ConfigureModel configure,
+  // chunks[c]: the store of model chunk c (virtual stage c * p + pp.rank()); every model is built
+  // with `recompute` (train.recompute). Everything passed by reference or pointer outlives the runner.
+  PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T,
+                 Recompute recompute, Communicator& pp,
+                 PipelineScheduleKind kind, PipelineShape shape, GradientReduction& reduction, ConfigureModel configure,
                  BatchSource next_batch);
   ~PipelineRunner() override;
 
@@ -65,7 +67,7 @@ class PipelineRunner final : public MicroBatchRunner {
   Communicator& pp_;
   int stage_;
   PipelineShape shape_;
-  GradientSync& sync_;
+  GradientReduction& reduction_;
   BatchSource next_batch_;
   std::vector<PipeAction> actions_;
   std::vector<std::vector<std::unique_ptr<Slot>>> models_;  // [chunk][slot]

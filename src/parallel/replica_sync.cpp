@@ -1,4 +1,4 @@
-// The rank-ordered sum shared by the gradient norms.
+// A chunk's whole update, and the rank-ordered sum shared by the gradient norms.
 #include "parallel/replica_sync.h"
 
 #include <string>
@@ -27,6 +27,17 @@ Result<double> ordered_sum(Communicator& comm, double local, const char* what) {
   double total = 0;
   for (double x : parts) total += x;
   return total;
+}
+
+Result<UpdateResult> ReplicaSync::update(float lr, float max_norm, Timeline& timeline) {
+  UpdateResult r;
+  {
+    TimelineSpan span(timeline, "optimizer", "compute");
+    TS_ASSIGN_OR_RETURN(r.grad_norm, clip_own_grad_norm(max_norm));
+    step_owned(lr);
+  }
+  TS_RETURN_IF_ERROR(timed_wait(timeline, "parameter sync wait", &r.parameter_wait_s, [&] { return complete_update(); }));
+  return r;
 }
 
 }  // namespace tessera

@@ -1,10 +1,13 @@
 // ReplicaSync: the data-parallel half of a model chunk's gradient strategy -- how the replicas of
 // one chunk (the ranks of a dp group) combine gradients and split the optimizer: DataParallel (full
-// replicas, all-reduce) or ZeroSharded (ZeRO stages 1-3). ModelParallelSync composes one per chunk
-// with the tensor/pipeline-parallel corrections, which need the two operations below.
+// replicas, all-reduce), ZeroSharded (ZeRO stages 1-3) or LocalSgd (local updates). A ReplicaSync
+// is a whole GradientSync for a rank holding one chunk of a dp-only layout; ModelParallelSync
+// composes one per chunk with the tensor/pipeline-parallel corrections, through the parts of the
+// update below (norm, scale, the owned optimizer step, what completes the update).
 #pragma once
 #include <functional>
 
+#include "comm/communicator.h"
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
@@ -26,17 +29,31 @@ Status sum_full_grad_over(Communicator& group, ParamStore& store, const ParamInf
 
 class ReplicaSync : public GradientSync {
  public:
+  // The whole update of this chunk alone: clip_own_grad_norm, step_owned, complete_update.
+  Result<UpdateResult> update(float lr, float max_norm, Timeline& timeline) final;
+
+  // The parts of the update, for ModelParallelSync's composition over chunks.
   // After finish(): the sum of squares of the final gradient over the counted tensors, each element
   // counted once over the dp group (the same value on every dp rank).
   virtual Result<double> grad_sum_of_squares(const CountedTensor& counted) = 0;
   // Multiplies the final gradient this rank holds by `scale` (clipping).
   virtual void scale_grads(float scale) = 0;
+  // The optimizer step of the state this rank owns.
+  virtual void step_owned(float lr) = 0;
+  // After step_owned: what completes the update of this chunk over the dp group (ZeRO: parameters
+  // updated by other ranks become visible here; local SGD: every H-th step, the outer step).
+  virtual Status complete_update() = 0;
+
   // The chunk's models report where they read parameters (ZeRO-3 gathers them there).
   virtual void on_layer_event(Transformer::LayerEvent, int /*layer*/) {}
   // After finish(): adds tensor p's final gradient on every rank of `group` (the same tensor held by
   // another chunk, e.g. a tied embedding on the first and last pipeline stage) into the part of it
   // this rank keeps. Both sides of `group` must reduce the same tensor at the same point.
   virtual Status sum_grad_over(Communicator& group, const ParamInfo& p) = 0;
+
+ protected:
+  // This chunk alone: the global norm of its gradient before clipping, after clipping it.
+  virtual Result<float> clip_own_grad_norm(float max_norm) = 0;
 };
 
 }  // namespace tessera

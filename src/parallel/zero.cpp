@@ -189,7 +189,7 @@ Status ZeroSharded::all_gather_units() {
   return status_;
 }
 
-Status ZeroSharded::gather_parameters() {
+Status ZeroSharded::complete_update() {
   TS_RETURN_IF_ERROR(status_);
   if (size_ == 1) return Status::ok_status();
   if (stage_ >= 3) {  // the owned slices changed: every unit is fetched again where it is next read
@@ -205,9 +205,9 @@ Status ZeroSharded::gather_parameters() {
 
 // ---- gradients ----
 
-void ZeroSharded::set_sync(bool last_micro_batch) {
+void ZeroSharded::begin_micro_batch(bool completes_step) {
   if (stage_ == 1) {
-    sync_ = last_micro_batch;
+    sync_ = completes_step;
     return;
   }
   // Stages 2, 3 reduce every micro-batch; the next backward writes these gradients again.
@@ -317,14 +317,14 @@ Status ZeroSharded::sum_grad_over(Communicator& group, const ParamInfo& p) {
   return Status::ok_status();
 }
 
-Result<float> ZeroSharded::clip_grad_norm(float max_norm) {
+Result<float> ZeroSharded::clip_own_grad_norm(float max_norm) {
   TS_ASSIGN_OR_RETURN(double ss, grad_sum_of_squares([](const ParamInfo&) { return true; }));
   const double norm = std::sqrt(ss);
   if (max_norm > 0 && norm > max_norm) scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
   return static_cast<float>(norm);
 }
 
-void ZeroSharded::optimizer_step(float lr) {
+void ZeroSharded::step_owned(float lr) {
   for (auto& u : units_) {
     if (stage_ == 1) {
       u->opt->step(store_.params(), store_.grads(), lr);
@@ -353,6 +353,8 @@ Status ZeroSharded::verify_replicas(std::string_view what) {
     for (auto& u : units_) release_params(*u);
   return s;
 }
+
+int64_t ZeroSharded::optimizer_steps() const { return units_.front()->opt->steps_taken(); }
 
 std::vector<OwnedState> ZeroSharded::owned_state() {
   std::vector<OwnedState> out;

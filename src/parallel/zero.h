@@ -53,15 +53,17 @@ class ZeroSharded final : public ReplicaSync {
 
   std::string_view name() const override { return "zero"; }
   Status broadcast_parameters() override;
-  void set_sync(bool last_micro_batch) override;
+  void begin_micro_batch(bool completes_step) override;
   void on_layer_ready(int layer) override;
   Status finish() override;
-  Result<float> clip_grad_norm(float max_norm) override;
-  void optimizer_step(float lr) override;
-  Status gather_parameters() override;
+  void step_owned(float lr) override;
+  // The owned slices changed: stages 1-2 all-gather them, stage 3 releases every unit to be fetched
+  // again where it is next read.
+  Status complete_update() override;
   Status average_over_replicas(float* values, int64_t n) override;
   Status verify_replicas(std::string_view what) override;
   std::vector<OwnedState> owned_state() override;
+  int64_t optimizer_steps() const override;
   double exposed_wait_s() const override { return exposed_wait_s_; }
   void set_trace(TraceFn fn) override { trace_ = std::move(fn); }
 
@@ -76,8 +78,11 @@ class ZeroSharded final : public ReplicaSync {
 
   int stage() const { return stage_; }
   // The first communication failure inside a layer callback (callbacks cannot return one); finish()
-  // and gather_parameters() report it.
+  // and complete_update() report it.
   Status status() const { return status_; }
+
+ protected:
+  Result<float> clip_own_grad_norm(float max_norm) override;
 
  private:
   struct Unit;

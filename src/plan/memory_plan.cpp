@@ -51,23 +51,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     return r;
   };
 
-  if (tp == 1 && lay.grid.pp == 1 && zero == 0) {  // build_data_parallel_model
-    const ParamLayout layout(mc);
-    const int64_t bytes = layout.total_numel() * kF;
-    r.chunk_layers = {{0, static_cast<int>(mc.n_layer)}};
-    r.slots = {1};
-    r.parameters = layout.total_numel();
-    k.alloc(MemCategory::parameters, bytes);
-    k.alloc(MemCategory::gradients, bytes);
-    for (int64_t f : activation_buffers(mc, layout, B, T, false, recompute)) k.alloc(MemCategory::activations, f * kF);
-    k.alloc(MemCategory::optimizer_state, bytes);  // AdamW m
-    k.alloc(MemCategory::optimizer_state, bytes);  // AdamW v
-    k.alloc(MemCategory::communication, tied_embedding_tail_bytes(layout, dp));
-    k.alloc(MemCategory::activations, sizeof(double));  // AccumulationRunner: the step's loss, on the device
-    return finish();
-  }
-
-  // build_model_parallel: the stores per chunk.
+  // build_training_model: the stores per chunk.
   const int V = lay.pipe.virtual_stages;
   const int64_t alignment = zero > 0 ? 16 * static_cast<int64_t>(dp) : 16;  // parallel/zero.h: zero_layer_alignment
   std::vector<std::unique_ptr<ParamLayout>> layouts;
@@ -107,9 +91,9 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
       k.alloc(MemCategory::communication, tied_embedding_tail_bytes(layout, dp));
     }
   }
-  // PipelineRunner: the activation slots. Each model is built with every activation kept and whole
-  // rows, then configure() (training_setup.cpp) reallocates it (the old set freed first) for
-  // train.recompute, then for its sequence-parallel row shard when it sets the hooks.
+  // PipelineRunner: the activation slots. Each model is built for train.recompute with whole rows,
+  // then configure() (training_setup.cpp) reallocates it (the old set freed first) for its
+  // sequence-parallel row shard when it sets the hooks.
   k.alloc(MemCategory::activations, sizeof(double));  // PipelineRunner: the step's loss, on the device
   const std::vector<PipeAction> actions = make_pipeline_schedule(lay.schedule, lay.pipe, coord.pp);
   for (int c = 0; c < V; ++c) {
@@ -124,8 +108,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
         for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode))
           ids.push_back(k.alloc(MemCategory::activations, f * kF));
       };
-      reallocate(false, Recompute::none);
-      if (recompute != Recompute::none) reallocate(false, recompute);
+      reallocate(false, recompute);
       if (sp) reallocate(true, recompute);
     }
   }
@@ -148,7 +131,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   // The tied embedding's gradient, summed over the first and last stage (ModelParallelSync).
   if (zero > 0 && lay.grid.pp > 1 && mc.tied_embeddings)
     for (auto& z : zc) z->sum_grad_over("wte");
-  for (auto& z : zc) z->gather_parameters();
+  for (auto& z : zc) z->complete_update();
   return finish();
 }
 

@@ -210,7 +210,7 @@ class ZeroChunk {
   }
   void backward() {
     if (stage_ < 2) return;
-    for (Unit& u : units_)  // set_sync
+    for (Unit& u : units_)  // begin_micro_batch
       if (u.reducing) complete_reduction(u);
     for (size_t i = units_.size(); i-- > 0;) {
       Unit& u = units_[i];
@@ -253,7 +253,7 @@ class ZeroChunk {
     for (const Unit& u : units_)
       if (u.layer == p->layer) counters_.free(counters_.alloc(MemCategory::communication, (u.end - u.begin) * kF));
   }
-  void gather_parameters() {
+  void complete_update() {
     if (stage_ < 3 || dp_ == 1) return;
     for (Unit& u : units_) {
       u.gathering = false;

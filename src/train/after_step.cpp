@@ -109,7 +109,7 @@ Status save_checkpoint(TrainingRun& run, bool last) {
   if (!run.summary.stop_signal) run.heartbeat.beat("checkpoint", step);
   const double t0 = Timeline::now_s();
   std::vector<CheckpointChunk> chunks;
-  for (const OwnedState& o : run.sync->owned_state()) {
+  for (const OwnedState& o : run.update().owned_state()) {
     chunks.push_back({run.stores[static_cast<size_t>(o.chunk)].get(), o.optimizer, o.range});
     if (!run.local_sgd.empty()) {
       const TrainingRun::LocalSgdChunk& l = run.local_sgd.at(static_cast<size_t>(o.chunk));
@@ -170,11 +170,11 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     return internal_error("loss became " + std::to_string(r.loss) + " at step " + std::to_string(run.state.step) +
                           ": lower optim.lr or enable optim.grad_clip");
   if (run.opts.verify_replicas)
-    TS_RETURN_IF_ERROR(run.sync->verify_replicas("parameters after step " + std::to_string(run.state.step + 1)));
+    TS_RETURN_IF_ERROR(run.update().verify_replicas("parameters after step " + std::to_string(run.state.step + 1)));
   ++run.state.step;
   ++run.clock.steps_this_run;
   run.state.loader = run.loader->position();
-  run.state.adam_steps = run.sync->owned_state().front().optimizer->steps_taken();
+  run.state.adam_steps = run.update().optimizer_steps();
   run.summary.losses.push_back(r.loss);
 
   RunClock& c = run.clock;

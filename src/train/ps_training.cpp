@@ -52,7 +52,7 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run,
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
   return std::unique_ptr<GradientSync>(std::make_unique<ParamServerWorker>(
       *run.backend, roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), groups, std::move(solo),
-      std::move(chunks), cfg.optim, cfg.optim.grad_clip, compression));
+      std::move(chunks), cfg.optim.grad_clip, compression));
 }
 
 Communicator& step_stats_group(TrainingRun& run) {
@@ -80,15 +80,14 @@ Status build_param_server(TrainingRun& run) {
   for (size_t i = 0; i < run.stores.size(); ++i) positions[i / V].push_back(run.stores[i].get());
   TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles));
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
-  auto server = std::make_unique<ParamServer>(roles, roles.server_index(run.world.rank()), run.grid->dp(),
+  run.server = std::make_unique<ParamServer>(*run.backend, roles, roles.server_index(run.world.rank()), run.grid->dp(),
                                               std::move(links), std::move(positions), cfg.optim, compression);
-  run.sync = std::move(server);
   return Status::ok_status();
 }
 
 Result<TrainSummary> serve_parameters(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
-  ParamServer& server = dynamic_cast<ParamServer&>(*run.sync);  // build_param_server made it
+  ParamServer& server = *run.server;  // build_param_server made it
   ParamServerOptions o;
   o.consistency = cfg.ps.consistency;
   o.staleness = cfg.ps.staleness;
@@ -108,7 +107,7 @@ Result<TrainSummary> serve_parameters(TrainingRun& run) {
   // writes the manifest and the state (step, data position), each server its shard.
   o.checkpoint = [&run, &server, final_step](int64_t step) {
     run.state.step = step;
-    run.state.adam_steps = server.owned_state().front().optimizer->steps_taken();
+    run.state.adam_steps = server.optimizer_steps();
     return save_run_checkpoint(run, step == final_step);
   };
   // TESSERA_FAULT / planted faults name a server by world rank and a worker step.

@@ -42,7 +42,7 @@ Communicator& step_stats_group(TrainingRun& run);
 
 // A server rank's model state: run.stores holds every position's chunks, position-major
 // (ParamServer's order), initialised as the workers initialise them; this adds the ParamServer
-// over its shards (run.sync).
+// over its shards (run.server).
 Status build_param_server(TrainingRun& run);
 
 // After a worker's last step: the lead prints the parameter-server traffic of this invocation

@@ -38,7 +38,7 @@ Status refuse_existing_run(const std::string& out_dir) {
 
 // This rank's parts of one checkpoint: every owned part (the state is the same in each).
 Status load_owned_parts(TrainingRun& run, const std::string& path) {
-  for (const OwnedState& o : run.sync->owned_state()) {
+  for (const OwnedState& o : run.update().owned_state()) {
     TS_ASSIGN_OR_RETURN(run.state, load_training_checkpoint(path, run.cfg.model,
                                                             *run.stores[static_cast<size_t>(o.chunk)], o.optimizer));
   }

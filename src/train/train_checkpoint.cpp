@@ -97,6 +97,11 @@ Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<
   std::vector<std::vector<SavedPiece>> pieces;
   std::vector<Source> sources;
   for (const CheckpointChunk& c : chunks) {
+    if (!c.opt) {  // a rank without optimizer state (a parameter-server worker) saves the run's state only
+      if (c.owned.numel() != 0) return invalid_argument("checkpoint: a chunk part without an optimizer must own no elements");
+      pieces.emplace_back();
+      continue;
+    }
     if (c.owned.begin < c.opt->begin() || c.owned.end > c.opt->end())
       return invalid_argument("checkpoint: owned range [" + std::to_string(c.owned.begin) + ", " +
                               std::to_string(c.owned.end) + ") is outside the optimizer's range [" +

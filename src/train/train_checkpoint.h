@@ -32,8 +32,9 @@ struct ExtraTensor {
   const float* data = nullptr;
 };
 
-// One model chunk a rank saves: its parameters, the optimizer over them (covering `owned`) and the
-// part of its flat buffers it writes (GradientSync::checkpoint_range). A rank holds one chunk, or
+// One model chunk a rank saves: its parameters, the optimizer over them (covering `owned`; null with
+// an empty `owned` on a rank that owns no optimizer state) and the part of its flat buffers it writes
+// (ParameterUpdate::owned_state). A rank holds one chunk, or
 // several under the interleaved pipeline schedule.
 struct CheckpointChunk {
   const ParamStore* store = nullptr;
@@ -61,7 +62,7 @@ struct SavedPiece {
 std::vector<SavedPiece> checkpoint_pieces(const ParamLayout& layout, FlatRange owned);
 
 // Collective over `comm` (every rank calls it). Each rank writes the parameters and AdamW moments
-// of its `owned` range of the flat buffers (GradientSync::checkpoint_range; the optimizer must
+// of its `owned` range of the flat buffers (ParameterUpdate::owned_state; the optimizer must
 // cover it) into its own shard file, as the pieces checkpoint_pieces names, by tensor name and
 // global shape: a checkpoint written under any tensor/pipeline/data-parallel layout reads into any
 // other. Rank 0 gathers the records, writes the manifest and prunes old checkpoints. All ranks

@@ -1,13 +1,15 @@
 // One training step, shared by the trainer and bench/train_step.cpp: zero the gradients, run the
-// micro-batches, finish the gradient communication, clip, update, gather, and average the loss.
-// Each parallelism changes one of its parts (runner, gradient strategy), never this sequence.
+// micro-batches, finish the gradient reduction, update (clip, optimizer step, parameter exchange),
+// and average the loss. Each parallelism changes one of its parts (runner, reduction, update),
+// never this sequence.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "core/status.h"
 #include "model/param_layout.h"
-#include "parallel/gradient_sync.h"
+#include "parallel/gradient_reduction.h"
+#include "parallel/parameter_update.h"
 #include "parallel/micro_batch_runner.h"
 #include "optim/loss_scaler.h"
 #include "train/step_hooks.h"
@@ -19,7 +21,8 @@ namespace tessera {
 struct StepParts {
   ParamStore& store;  // model chunk 0 (the only one unless interleaved): what the hooks see
   MicroBatchRunner& runner;
-  GradientSync& sync;
+  GradientReduction& reduction;
+  ParameterUpdate& update;
   StepHooks& hooks;
   Timeline& timeline;
   std::vector<ParamStore*> more_chunks = {};  // chunks 1..V-1 of an interleaved pipeline stage

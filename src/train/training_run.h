@@ -16,6 +16,7 @@
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
 #include "parallel/local_sgd.h"
+#include "parallel/param_server.h"
 #include "train/async_checkpoint.h"
 #include "train/fault_injection.h"
 #include "train/heartbeat_file.h"
@@ -73,8 +74,10 @@ struct TrainingRun {
   std::optional<EvalLoader> val_loader;
   std::vector<std::unique_ptr<ParamStore>> stores;  // one per model chunk on this rank (V if interleaved)
   std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
-  std::unique_ptr<Transformer> model;               // dp-only layouts: the one replica
-  std::unique_ptr<GradientSync> sync;
+  std::unique_ptr<GradientSync> sync;   // a training rank's gradient strategy (null on a parameter server)
+  std::unique_ptr<ParamServer> server;  // parallel.mode = "ps": a server rank's shards (null elsewhere)
+  // What this rank updates and saves: its strategy's update half, or the server's shards.
+  ParameterUpdate& update() { return sync ? static_cast<ParameterUpdate&>(*sync) : *server; }
   // train.local_steps > 0: each model chunk's local SGD (inside `sync`) and its checkpoint key prefix.
   struct LocalSgdChunk {
     LocalSgd* sync;

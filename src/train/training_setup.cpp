@@ -111,37 +111,6 @@ LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
   return {cfg.train.local_steps, cfg.outer.lr, cfg.outer.momentum, cfg.outer.nesterov};
 }
 
-// dp x 1 x 1: one replica, data parallelism and gradient accumulation.
-Status build_data_parallel_model(TrainingRun& run) {
-  const RunConfig& cfg = run.cfg;
-  const ModelConfig& mc = cfg.model;
-  run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(mc), StoreOptions{.backend = run.backend.get()}));
-  TS_RETURN_IF_ERROR(initialise_parameters(cfg, run.store()));
-  const Recompute recompute = cfg.train.recompute;
-  const Precision precision = cfg.train.precision;
-  run.model = std::make_unique<Transformer>(*run.backend, mc, run.store(), cfg.train.micro_batch, cfg.data.seq_len, recompute);
-  run.model->set_precision(precision);
-  TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
-  if (is_param_server_run(cfg)) {
-    Grid& g = *run.grid;
-    TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, {&run.store()}, {&g.dp(), &g.tp(), &g.pp()}));
-  } else if (cfg.train.local_steps > 0) {
-    auto local = std::make_unique<LocalSgd>(*run.backend, run.grid->dp(), run.store(), cfg.optim, local_sgd_config(cfg));
-    run.local_sgd.push_back({local.get(), local_sgd_key_prefix(true, 0, 0, 0)});
-    run.sync = std::move(local);
-  } else {
-    run.sync = std::make_unique<DataParallel>(*run.backend, run.grid->dp(), run.store(), cfg.optim,
-                                              static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0), compression);
-  }
-  GradientSync* sync = run.sync.get();
-  run.model->set_grad_ready_callback([sync](int layer) { sync->on_layer_ready(layer); });
-  DataLoader* loader = run.loader.get();
-  run.runner = std::make_unique<AccumulationRunner>(
-      *run.model, *run.sync, [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); },
-      cfg.train.grad_accum);
-  return Status::ok_status();
-}
-
 // The layout of chunk c of pipeline stage `stage` on tp rank `tp_rank` (the workers' and, in a
 // parameter-server run, the servers' copy of that position).
 ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank) {
@@ -150,11 +119,11 @@ ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int st
   return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment);
 }
 
-// Any layout with tp > 1, pp > 1 or ZeRO: this rank's chunks of its stage, as its tp shard; the
-// pipeline runner (also at pp = 1: then it is accumulation) and the model-parallel gradient strategy
-// with a DataParallel, ZeroSharded or LocalSgd part per chunk (a parameter-server run: the worker's
-// pushes instead, with the same tp / pp corrections).
-Status build_model_parallel(TrainingRun& run) {
+// Every training rank, whatever the layout (dp alone included): this rank's chunks of its stage, as
+// its tp shard; the pipeline runner (at pp = 1 it is gradient accumulation) and the model-parallel
+// gradient strategy with a DataParallel, ZeroSharded or LocalSgd part per chunk (a parameter-server
+// run: the worker's pushes instead, with the same tp / pp corrections).
+Status build_training_model(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
   const ParallelLayout& lay = run.layout;
@@ -183,9 +152,9 @@ Status build_model_parallel(TrainingRun& run) {
   if (is_param_server_run(cfg)) {  // pushes after the tp / pp corrections; no per-layer callbacks
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, chunks, groups));
     run.runner = std::make_unique<PipelineRunner>(
-        *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, grid.pp(), lay.schedule, lay.pipe, *run.sync,
-        [hooks, recompute, precision](int, Transformer& model) {
-          model.set_recompute(recompute);
+        *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, recompute, grid.pp(), lay.schedule, lay.pipe,
+        *run.sync,
+        [hooks, precision](int, Transformer& model) {
           model.set_precision(precision);
           if (hooks) model.set_tensor_parallel_hooks(hooks);
         },
@@ -194,11 +163,12 @@ Status build_model_parallel(TrainingRun& run) {
   }
   const int64_t bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
+  const bool whole_replica = tp_size == 1 && pp_size == 1;  // checkpoints keep local SGD's keys of such runs
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
     if (cfg.train.local_steps > 0) {
       auto local = std::make_unique<LocalSgd>(*run.backend, grid.dp(), store, cfg.optim, local_sgd_config(cfg));
       const int chunk = static_cast<int>(run.local_sgd.size());
-      run.local_sgd.push_back({local.get(), local_sgd_key_prefix(false, stage, chunk, grid.coord().tp)});
+      run.local_sgd.push_back({local.get(), local_sgd_key_prefix(whole_replica, stage, chunk, grid.coord().tp)});
       return local;
     }
     if (zero > 0)
@@ -208,8 +178,7 @@ Status build_model_parallel(TrainingRun& run) {
   };
   auto sync = std::make_unique<ModelParallelSync>(*run.backend, groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
-  auto configure = [s, hooks, zero, recompute, precision](int chunk, Transformer& model) {
-    model.set_recompute(recompute);
+  auto configure = [s, hooks, zero, precision](int chunk, Transformer& model) {
     model.set_precision(precision);
     if (hooks) model.set_tensor_parallel_hooks(hooks);
     ReplicaSync* part = &s->chunk_sync(chunk);
@@ -217,7 +186,8 @@ Status build_model_parallel(TrainingRun& run) {
     if (zero >= 3) model.set_layer_callback([part](Transformer::LayerEvent e, int layer) { part->on_layer_event(e, layer); });
   };
   run.runner = std::make_unique<PipelineRunner>(
-      *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, grid.pp(), lay.schedule, lay.pipe, *sync, configure,
+      *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, recompute, grid.pp(), lay.schedule, lay.pipe, *sync,
+      configure,
       [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); });
   run.sync = std::move(sync);
   return Status::ok_status();
@@ -228,10 +198,6 @@ Status build_model_parallel(TrainingRun& run) {
 Status build_server_stores(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ParallelConfig& p = cfg.parallel;
-  if (p.tp == 1 && p.pp == 1) {  // whole replicas: the layout build_data_parallel_model uses
-    run.stores.push_back(std::make_unique<ParamStore>(ParamLayout(cfg.model)));
-    return initialise_parameters(cfg, run.store());
-  }
   for (int stage = 0; stage < p.pp; ++stage)
     for (int t = 0; t < p.tp; ++t)
       for (int c = 0; c < run.layout.pipe.virtual_stages; ++c) {
@@ -243,13 +209,11 @@ Status build_server_stores(TrainingRun& run) {
 
 // Parameters, the model, the gradient strategy and the step's runner.
 Status build_model(TrainingRun& run) {
-  const GridShape& g = run.layout.grid;
-  const bool plain = g.tp == 1 && g.pp == 1 && run.cfg.parallel.zero == 0;
   if (is_param_server_rank(run.cfg, run.world.rank())) {  // a server rank: no model to run, no runner
     TS_RETURN_IF_ERROR(build_server_stores(run));
     return build_param_server(run);
   }
-  TS_RETURN_IF_ERROR(plain ? build_data_parallel_model(run) : build_model_parallel(run));
+  TS_RETURN_IF_ERROR(build_training_model(run));
   if (run.cfg.train.precision == Precision::fp16) {  // dynamic loss scaling keeps fp16 gradients in range
     run.scaler = std::make_unique<LossScaler>(*run.backend);
     run.runner->set_loss_scale(run.scaler->scale());
@@ -296,6 +260,7 @@ TrainingRun::~TrainingRun() {
   if (!finished_ok) {
     if (ps_role) {  // a parameter-server run: its links (in sync) and role group are freed collectively too
       (void)sync.release();
+      (void)server.release();
       (void)ps_role.release();
     }
     if (embedding_group) embedding_group->abandon();
@@ -304,7 +269,7 @@ TrainingRun::~TrainingRun() {
 }
 
 StepParts TrainingRun::step_parts() {
-  StepParts parts{store(), *runner, *sync, *hooks, timeline};
+  StepParts parts{store(), *runner, *sync, *sync, *hooks, timeline};
   parts.scaler = scaler.get();
   parts.world = &world;
   for (size_t c = 1; c < stores.size(); ++c) parts.more_chunks.push_back(stores[c].get());
@@ -349,7 +314,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   uint64_t numel = 0;
   for (const auto& st : run->stores) numel += static_cast<uint64_t>(st->numel());
   TS_RETURN_IF_ERROR(check_agreement(run->grid->dp(), "parameter count", numel));
-  TS_RETURN_IF_ERROR(run->sync->broadcast_parameters());
+  TS_RETURN_IF_ERROR(run->update().broadcast_parameters());
   TS_ASSIGN_OR_RETURN(std::unique_ptr<FaultInjection> faults,
                       FaultInjection::from_spec(opts.fault_spec, world.rank(), opts.launch_attempt, nullptr));
   run->faults = faults.get();

@@ -106,11 +106,11 @@ TEST(MemoryPlan, DataParallelPlanEqualsTheAllocatorsCounters) {
   const MemoryPlan p = plan(cfg, 1);
   const MemoryStats before = memory_stats();
   reset_memory_peaks();
-  {  // what build_data_parallel_model allocates, in its order
+  {  // what build_training_model allocates for dp alone: the store, AdamW, and the runner's one
+     // activation slot (1F1B at pp = 1) and step loss (one double of the backend's memory)
     ParamStore store{ParamLayout(cfg.model)};
-    Transformer model(tessera::testing::cpu_backend(), cfg.model, store, cfg.train.micro_batch, cfg.data.seq_len);
     AdamW opt(store.layout(), cfg.optim);
-    // AccumulationRunner's step loss (one double of the backend's memory).
+    Transformer model(tessera::testing::cpu_backend(), cfg.model, store, cfg.train.micro_batch, cfg.data.seq_len);
     const Buffer step_loss = tessera::testing::cpu_backend().allocate(sizeof(double), MemCategory::activations);
     const MemoryStats s = memory_stats();
     EXPECT_EQ(static_cast<int64_t>(s.total_peak - before.total_live), p.ranks[0].peak);

@@ -1,8 +1,9 @@
-// train_step and its seams: the call order a gradient strategy sees, equality with the plain
+// train_step and its seams: the call order the reduction and the update see, equality with the plain
 // accumulate-clip-update sequence, and the step hooks.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,46 +12,62 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
-#include "parallel/gradient_sync.h"
-#include "parallel/micro_batch_runner.h"
+#include "parallel/gradient_reduction.h"
+#include "parallel/parameter_update.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
+#include "parallel/pipeline_runner.h"
 #include "train/train_step.h"
 #include "../backend_util.h"
 
 namespace tessera {
 namespace {
 
-// A single-rank strategy that records what the step asks of it.
-class RecordingSync final : public GradientSync {
+// The two halves of a single-rank strategy, as separate objects that record what the step asks of
+// each in one shared log: the step must not need them to be one object.
+class RecordingReduction final : public GradientReduction {
  public:
-  RecordingSync(ParamStore& store) : store_(store), opt_(store.layout(), AdamWConfig{}) {}
+  explicit RecordingReduction(std::vector<std::string>& calls) : calls_(calls) {}
   std::string_view name() const override { return "recording"; }
-  Status broadcast_parameters() override { return log("broadcast"); }
-  void set_sync(bool last) override { (void)log(last ? "sync" : "nosync"); }
-  void on_layer_ready(int layer) override { (void)log("ready" + std::to_string(layer)); }
+  void begin_micro_batch(bool completes_step) override { calls_.push_back(completes_step ? "sync" : "nosync"); }
+  void on_layer_ready(int layer) override { calls_.push_back("ready" + std::to_string(layer)); }
   Status finish() override { return log("finish"); }
-  Result<float> clip_grad_norm(float max_norm) override {
-    (void)log("clip");
-    return tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
-  }
-  void optimizer_step(float lr) override {
-    (void)log("update");
-    opt_.step(store_.params(), store_.grads(), lr);
-  }
-  Status gather_parameters() override { return log("gather"); }
-  Status average_over_replicas(float* v, int64_t n) override { return log("average"); }
-  Status verify_replicas(std::string_view) override { return log("verify"); }
-  std::vector<OwnedState> owned_state() override { return {{0, &opt_, {0, store_.numel()}}}; }
+  Status average_over_replicas(float*, int64_t) override { return log("average"); }
   double exposed_wait_s() const override { return 0; }
   void set_trace(TraceFn) override {}
-  std::vector<std::string> calls;
 
  private:
   Status log(std::string s) {
-    calls.push_back(std::move(s));
+    calls_.push_back(std::move(s));
+    return Status::ok_status();
+  }
+  std::vector<std::string>& calls_;
+};
+
+class RecordingUpdate final : public ParameterUpdate {
+ public:
+  RecordingUpdate(ParamStore& store, std::vector<std::string>& calls)
+      : store_(store), opt_(store.layout(), AdamWConfig{}), calls_(calls) {}
+  Status broadcast_parameters() override { return log("broadcast"); }
+  Result<UpdateResult> update(float lr, float max_norm, Timeline&) override {
+    calls_.push_back("update");
+    UpdateResult r;
+    r.grad_norm = tessera::clip_grad_norm(store_.grads(), store_.numel(), max_norm);
+    opt_.step(store_.params(), store_.grads(), lr);
+    return r;
+  }
+  Status verify_replicas(std::string_view) override { return log("verify"); }
+  std::vector<OwnedState> owned_state() override { return {{0, &opt_, {0, store_.numel()}}}; }
+  int64_t optimizer_steps() const override { return opt_.steps_taken(); }
+
+ private:
+  Status log(std::string s) {
+    calls_.push_back(std::move(s));
     return Status::ok_status();
   }
   ParamStore& store_;
   AdamW opt_;
+  std::vector<std::string>& calls_;
 };
 
 class RecordingHooks final : public StepHooks {
@@ -95,32 +112,43 @@ ParamStore initialised_store(const ModelConfig& cfg) {
   return store;
 }
 
-// One model replica with its recording strategy.
+MpiCommunicator& world_of_one() {
+  static MpiRuntime runtime;  // MPI singleton init, on first use: test listing does not start MPI
+  static std::unique_ptr<MpiCommunicator> comm = std::move(MpiCommunicator::create_world().value());
+  return *comm;
+}
+
+// One model replica with its recording strategy, run as the trainer runs every layout: the pipeline
+// runner over one stage (gradient accumulation, 1F1B order).
 struct Replica {
   ParamStore store;
-  Transformer model;
-  RecordingSync sync;
-  explicit Replica(const Fixture& f)
-      : store(initialised_store(f.cfg)), model(tessera::testing::cpu_backend(), f.cfg, store, f.B, f.T), sync(store) {}
+  std::vector<std::string> calls;
+  RecordingReduction reduction{calls};
+  RecordingUpdate update;
+  std::unique_ptr<PipelineRunner> runner;
+  Replica(Fixture& f, int micro_batches) : store(initialised_store(f.cfg)), update(store, calls) {
+    runner = std::make_unique<PipelineRunner>(
+        tessera::testing::cpu_backend(), f.cfg, std::vector<ParamStore*>{&store}, f.B, f.T, Recompute::none,
+        world_of_one(), PipelineScheduleKind::one_f_one_b, PipelineShape{1, micro_batches, 1}, reduction,
+        [this](int, Transformer& model) { model.set_grad_ready_callback([this](int l) { reduction.on_layer_ready(l); }); },
+        f.source());
+  }
 };
 
 TEST(TrainStep, StrategySeesTheDocumentedOrder) {
   Fixture f;
-  Replica rep(f);
-  auto& [store, model, sync] = rep;
-  model.set_grad_ready_callback([&](int l) { sync.on_layer_ready(l); });
-  AccumulationRunner runner(model, sync, f.source(), 2);
+  Replica rep(f, 2);
   RecordingHooks hooks;
   Timeline tl(false, 0);
-  StepParts parts{store, runner, sync, hooks, tl};
+  StepParts parts{rep.store, *rep.runner, rep.reduction, rep.update, hooks, tl};
   ASSERT_TRUE(train_step(parts, 7, 1e-3f, 1.f).ok());
   const std::vector<std::string> backward = {"ready2", "ready1", "ready0", "ready-1"};
   std::vector<std::string> expected = {"nosync"};
   expected.insert(expected.end(), backward.begin(), backward.end());
   expected.push_back("sync");
   expected.insert(expected.end(), backward.begin(), backward.end());
-  for (const char* s : {"finish", "clip", "update", "gather", "average"}) expected.push_back(s);
-  EXPECT_EQ(sync.calls, expected);
+  for (const char* s : {"finish", "update", "average"}) expected.push_back(s);
+  EXPECT_EQ(rep.calls, expected);
   EXPECT_EQ(hooks.seen, (std::vector<std::string>{"begin7", "after_update7"}));
 }
 
@@ -140,33 +168,29 @@ TEST(TrainStep, EqualsThePlainAccumulateClipUpdateSequence) {
   const float ref_norm = clip_grad_norm(ref.grads(), ref.numel(), clip);
   ref_opt.step(ref.params(), ref.grads(), lr);
 
-  Replica rep(f);
-  auto& [store, model, sync] = rep;
-  AccumulationRunner runner(model, sync, f.source(), f.kMicro);
+  Replica rep(f, f.kMicro);
   StepHooks no_hooks;
   Timeline tl(false, 0);
-  StepParts parts{store, runner, sync, no_hooks, tl};
+  StepParts parts{rep.store, *rep.runner, rep.reduction, rep.update, no_hooks, tl};
   auto r = train_step(parts, 1, lr, clip);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->loss, static_cast<float>(ref_loss / f.kMicro));
   EXPECT_EQ(r->grad_norm, ref_norm);
-  EXPECT_EQ(0, std::memcmp(store.params(), ref.params(), store.numel() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(store.grads(), ref.grads(), store.numel() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(rep.store.params(), ref.params(), ref.numel() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(rep.store.grads(), ref.grads(), ref.numel() * sizeof(float)));
 }
 
 TEST(TrainStep, AHookErrorEndsTheStepBeforeAnyWork) {
   Fixture f;
-  Replica rep(f);
-  auto& [store, model, sync] = rep;
-  AccumulationRunner runner(model, sync, f.source(), 1);
+  Replica rep(f, 1);
   RecordingHooks hooks;
   hooks.fail_at_begin = true;
   Timeline tl(false, 0);
-  StepParts parts{store, runner, sync, hooks, tl};
+  StepParts parts{rep.store, *rep.runner, rep.reduction, rep.update, hooks, tl};
   auto r = train_step(parts, 1, 1e-3f, 1.f);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "planted");
-  EXPECT_TRUE(sync.calls.empty());
+  EXPECT_TRUE(rep.calls.empty());
 }
 
 }  // namespace
