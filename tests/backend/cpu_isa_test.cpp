@@ -45,6 +45,24 @@ TEST(CpuIsa, ResolvesAutoToTheBestLevelAndRefusesWhatTheCpuLacks) {
   EXPECT_NE(unknown.status().message().find("auto, avx2, avx512 or avx512_bf16"), std::string::npos);
 }
 
+// train.cpu_isa is parsed once into a CpuIsaRequest; the names and the error are those of the string form.
+TEST(CpuIsa, RequestsParseFromTheirNames) {
+  for (const char* name : {"auto", "avx2", "avx512", "avx512_bf16"}) {
+    const Result<CpuIsaRequest> r = parse_cpu_isa_request(name);
+    ASSERT_TRUE(r.ok()) << name;
+    EXPECT_EQ(cpu_isa_request_name(r.value()), name);
+  }
+  EXPECT_EQ(parse_cpu_isa_request("auto").value(), CpuIsaRequest::automatic);
+  const Result<CpuIsaRequest> unknown = parse_cpu_isa_request("sse4");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(), "unknown cpu_isa \"sse4\": use auto, avx2, avx512 or avx512_bf16");
+  CpuFeatures avx2_only;
+  avx2_only.avx2_fma = true;
+  EXPECT_EQ(resolve_cpu_isa(CpuIsaRequest::automatic, avx2_only).value(), CpuIsa::avx2);
+  EXPECT_EQ(resolve_cpu_isa(CpuIsaRequest::avx512, avx2_only).status().message(),
+            resolve_cpu_isa("avx512", avx2_only).status().message());
+}
+
 TEST(CpuIsa, EveryLevelHasAFullTableOfItsOwnKernels) {
   for (CpuIsa isa : kCpuIsaLevels) {
     const ops::CpuKernels& k = ops::cpu_kernels(isa);
