@@ -121,13 +121,14 @@ std::vector<float> run_every_kernel(const ops::CpuKernels& k) {
   }
   {  // rope, attention (both backward schedules), the small matmul
     auto qkv = random_floats(N * C3, 7);
-    k.rope_forward(qkv.data(), B, T, NH, NKV, HS, 10000.0f);
+    ops::CpuWorkspace ws;  // the kernels' scratch, as a CpuBackend holds it
+    k.rope_forward(ws, qkv.data(), B, T, NH, NKV, HS, 10000.0f);
     auto dqkv_rope = random_floats(N * C3, 8);
-    k.rope_backward(dqkv_rope.data(), B, T, NH, NKV, HS, 10000.0f);
+    k.rope_backward(ws, dqkv_rope.data(), B, T, NH, NKV, HS, 10000.0f);
     std::vector<float> out(N * C), lse(B * NH * T), dqkv(N * C3), dqkv2(N * C3);
-    k.attention_forward(out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS);
-    k.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS);
-    k.attention_backward_scheduled(dqkv2.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS,
+    k.attention_forward(ws, out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS);
+    k.attention_backward(ws, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS);
+    k.attention_backward_scheduled(ws, dqkv2.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS,
                                    ops::attn::BackwardSchedule::two_pass);
     for (const auto* v : {&qkv, &dqkv_rope, &out, &lse, &dqkv, &dqkv2}) keep(*v);
     std::vector<float> c(13 * 29);
