@@ -21,6 +21,8 @@ struct Selection {
   std::atomic<const ops::CpuKernels*> kernels{nullptr};
 };
 
+// Process-wide on purpose, not CpuBackend state: it mirrors oneDNN's ISA cap, which is process-global
+// and accepted only before oneDNN's first use. A CpuBackend(CpuIsa) still runs a level of its own.
 Selection& selection() {
   static Selection s;
   return s;
