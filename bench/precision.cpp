@@ -118,9 +118,12 @@ int main(int argc, char** argv) {
     }
   }
   omp_set_num_threads(threads);
+  // The matmuls below run on one backend (its workspace and its bf16 switch), as a training run's do.
+  CpuBackend cpu;
   std::string js = "{\n";
-  std::printf("cpu flags: %s\nthreads: %d\nbf16 kernel: %s\n", cpu_flags().c_str(), threads, ops::bf16_gemm_kernel());
-  js += "\"bf16_kernel\": \"" + std::string(ops::bf16_gemm_kernel()) + "\",\n\"threads\": " +
+  std::printf("cpu flags: %s\nthreads: %d\nbf16 kernel: %s\n", cpu_flags().c_str(), threads,
+              cpu.bf16_gemm_kernel().c_str());
+  js += "\"bf16_kernel\": \"" + cpu.bf16_gemm_kernel() + "\",\n\"threads\": " +
         std::to_string(threads) + ",\n\"matmul\": [\n";
 
   // ---- 0. the model's linear layers as the trainer calls them (forward + backward, B*T rows),
@@ -155,9 +158,9 @@ int main(int argc, char** argv) {
           }
           return best;
         };
-        t[pi][0] = fastest([&] { ops::matmul_forward_lowp(p, Y.data(), X.data(), W.data(), b.data(), N, l.in, l.out); });
+        t[pi][0] = fastest([&] { cpu.matmul_forward_lowp(p, Y.data(), X.data(), W.data(), b.data(), N, l.in, l.out); });
         t[pi][1] = fastest([&] {
-          ops::matmul_backward_lowp(p, dX.data(), dW.data(), db.data(), dY.data(), X.data(), W.data(), N, l.in, l.out);
+          cpu.matmul_backward_lowp(p, dX.data(), dW.data(), db.data(), dY.data(), X.data(), W.data(), N, l.in, l.out);
         });
         tot[pi] += l.count * (t[pi][0] + t[pi][1]);
       }
@@ -187,11 +190,11 @@ int main(int argc, char** argv) {
     std::vector<float> C(size_t(s.M * s.N));
     const double flop = 2.0 * s.M * s.N * s.K;
     auto run = [&](ops::MatmulPrecision p, bool native) {
-      ops::set_bf16_gemm_native(native);
+      cpu.set_bf16_gemm_native(native);
       const double t = time_it(reps, [&] {
-        ops::sgemm_lowp(p, false, true, s.M, s.N, s.K, 1.f, A.data(), s.K, W.data(), s.K, 0.f, C.data(), s.N);
+        cpu.sgemm_lowp(p, false, true, s.M, s.N, s.K, 1.f, A.data(), s.K, W.data(), s.K, 0.f, C.data(), s.N);
       });
-      ops::set_bf16_gemm_native(true);
+      cpu.set_bf16_gemm_native(true);
       return flop / t * 1e-9;
     };
     const double f32 = run(ops::MatmulPrecision::fp32, true);

@@ -1,4 +1,5 @@
-// The CPU backend the single-process tests run their models on (stateless: one per test program).
+// The CPU backend the single-process tests run their models on (one per test program; its kernels'
+// scratch grows to the largest test's sizes).
 #pragma once
 #include "backend/cpu/cpu_backend.h"
 

@@ -73,18 +73,39 @@ std::string cpu_features_string(const CpuFeatures& cpu) {
   return s;
 }
 
-Result<CpuIsa> resolve_cpu_isa(std::string_view request, const CpuFeatures& cpu) {
-  if (request == "auto") return best_cpu_isa(cpu);
-  for (CpuIsa isa : kCpuIsaLevels) {
-    if (request != cpu_isa_name(isa)) continue;
-    if (!cpu_isa_supported(isa, cpu))
-      return invalid_argument(std::string("cpu_isa = \"") + std::string(request) + "\" needs a CPU with " +
-                              cpu_isa_name(isa) + ", and this one has only " + cpu_features_string(cpu) +
-                              ": use \"auto\" or \"" + cpu_isa_name(best_cpu_isa(cpu)) + "\"");
-    return isa;
+std::string_view cpu_isa_request_name(CpuIsaRequest r) {
+  switch (r) {
+    case CpuIsaRequest::automatic: return "auto";
+    case CpuIsaRequest::avx2: return cpu_isa_name(CpuIsa::avx2);
+    case CpuIsaRequest::avx512: return cpu_isa_name(CpuIsa::avx512);
+    case CpuIsaRequest::avx512_bf16: return cpu_isa_name(CpuIsa::avx512_bf16);
   }
-  return invalid_argument("unknown cpu_isa \"" + std::string(request) +
-                          "\": use auto, avx2, avx512 or avx512_bf16");
+  return "?";
+}
+
+Result<CpuIsaRequest> parse_cpu_isa_request(std::string_view s) {
+  for (CpuIsaRequest r : {CpuIsaRequest::automatic, CpuIsaRequest::avx2, CpuIsaRequest::avx512,
+                          CpuIsaRequest::avx512_bf16})
+    if (s == cpu_isa_request_name(r)) return r;
+  return invalid_argument("unknown cpu_isa \"" + std::string(s) + "\": use auto, avx2, avx512 or avx512_bf16");
+}
+
+Result<CpuIsa> resolve_cpu_isa(CpuIsaRequest request, const CpuFeatures& cpu) {
+  if (request == CpuIsaRequest::automatic) return best_cpu_isa(cpu);
+  const CpuIsa isa = request == CpuIsaRequest::avx2     ? CpuIsa::avx2
+                     : request == CpuIsaRequest::avx512 ? CpuIsa::avx512
+                                                        : CpuIsa::avx512_bf16;
+  if (!cpu_isa_supported(isa, cpu))
+    return invalid_argument(std::string("cpu_isa = \"") + cpu_isa_name(isa) + "\" needs a CPU with " +
+                            cpu_isa_name(isa) + ", and this one has only " + cpu_features_string(cpu) +
+                            ": use \"auto\" or \"" + cpu_isa_name(best_cpu_isa(cpu)) + "\"");
+  return isa;
+}
+
+Result<CpuIsa> resolve_cpu_isa(std::string_view request, const CpuFeatures& cpu) {
+  Result<CpuIsaRequest> r = parse_cpu_isa_request(request);
+  if (!r.ok()) return r.status();
+  return resolve_cpu_isa(*r, cpu);
 }
 
 }  // namespace tessera

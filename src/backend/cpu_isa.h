@@ -30,14 +30,23 @@ const char* cpu_isa_name(CpuIsa isa);
 // "avx2+fma avx512 avx512_bf16 amx_bf16": what the CPU has, for banners and errors.
 std::string cpu_features_string(const CpuFeatures& cpu);
 
-// "auto" (the best level this CPU has) or a level's name -> the level. Errors name the choices, or what
-// the CPU lacks and the highest level it can run.
-Result<CpuIsa> resolve_cpu_isa(std::string_view request, const CpuFeatures& cpu);
+// What a command asks for (train.cpu_isa, --cpu-isa): "auto" (the best level this CPU has) or a level
+// forced by name. Parsed once, where the request enters; the names are "auto" and cpu_isa_name's.
+enum class CpuIsaRequest : uint8_t { automatic, avx2, avx512, avx512_bf16 };
+std::string_view cpu_isa_request_name(CpuIsaRequest r);  // "auto", "avx2", "avx512", "avx512_bf16"
+// The inverse of cpu_isa_request_name; anything else is invalid_argument naming the choices.
+Result<CpuIsaRequest> parse_cpu_isa_request(std::string_view s);
+
+// The request -> the level. Errors name the choices, or what the CPU lacks and the highest level it
+// can run.
+Result<CpuIsa> resolve_cpu_isa(CpuIsaRequest request, const CpuFeatures& cpu);
+Result<CpuIsa> resolve_cpu_isa(std::string_view request, const CpuFeatures& cpu);  // parse, then resolve
 
 // Runs this process's kernels (every ops:: call) at the requested level and caps oneDNN's own dispatch
 // at the same level. Call at a command's entry, before any op runs: oneDNN accepts its cap only before
 // its first use, so a later change of level is refused (asking again for the level in use is fine).
-Status select_cpu_isa(std::string_view request);
+Status select_cpu_isa(CpuIsaRequest request);
+Status select_cpu_isa(std::string_view request);  // parse_cpu_isa_request, then select
 CpuIsa active_cpu_isa();
 // "avx2 (auto; CPU: avx2+fma; oneDNN: avx2)": the start-up banner's and --version's line.
 std::string cpu_isa_summary();

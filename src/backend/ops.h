@@ -4,7 +4,10 @@
 //  * N = B*T rows; row-major everywhere; a shape comment names each buffer.
 //  * Every backward ACCUMULATES (+=) into its d* outputs, parameters and inputs alike; the caller
 //    zeroes them. This makes residual branches and gradient accumulation free.
-//  * No op allocates after its first call with a given size (per-thread scratch is reused).
+//  * Through a CpuBackend no op allocates after its first call with a given size: the kernels' scratch
+//    is the backend's (cpu/cpu_workspace.h) and only grows. The free functions below of the ops that
+//    need scratch (rope, attention, the reduced-precision matmuls) take a fresh one per call: for
+//    tests and one-off calls, not for a loop.
 //  * Results depend only on inputs and the OpenMP thread count (no atomics in reductions).
 #pragma once
 #include <cstdint>
@@ -31,7 +34,9 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // are accumulated in f32 and the outputs are f32. Bias adds and bias gradients stay f32.
 // bf16 runs oneDNN's bf16 matmul primitive when the CPU has AVX512-BF16 or AMX (and oneDNN picks a
 // native kernel for it); otherwise, and always for fp16, it rounds into f32 scratch and calls sgemm
-// on the rounded values (numerically the same model up to f32 summation order).
+// on the rounded values (numerically the same model up to f32 summation order). Whether bf16 may use
+// the native kernel is a setting of the CpuBackend (CpuBackend::set_bf16_gemm_native, on by default;
+// the free functions here always may), which also reports the kernel in use (bf16_gemm_kernel).
 enum class MatmulPrecision : uint8_t { fp32, bf16, fp16 };
 // out[i] = in[i] rounded to the precision and widened back to f32 (fp32: a copy). In place allowed.
 void round_to_precision(float* out, const float* in, int64_t n, MatmulPrecision p);
@@ -41,11 +46,6 @@ void matmul_forward_lowp(MatmulPrecision p, float* out, const float* inp, const 
                          int64_t N, int64_t C, int64_t OC);
 void matmul_backward_lowp(MatmulPrecision p, float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
-// The bf16 kernel sgemm_lowp uses now: "onednn:<implementation>" (native AVX512-BF16/AMX) or
-// "emulated" (rounded f32 through sgemm).
-const char* bf16_gemm_kernel();
-// Allows (default) or forbids the native oneDNN bf16 kernel (tests and benchmarks compare both).
-void set_bf16_gemm_native(bool allow);
 
 // ---- embedding ----
 // out(B,T,C) = wte[tokens[b,t]] + (wpe ? wpe[t] : 0). Tokens must be in [0, V) (caller validates).

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "backend/backend.h"
+#include "backend/cpu_isa.h"
 #include "core/status.h"
 #include "model/config.h"
 #include "model/precision.h"
@@ -35,7 +36,7 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int threads = 0;                  // 0 = all cores
   Device device = Device::cpu;      // where every op runs (backend/backend.h)
-  std::string cpu_isa = "auto";     // CPU kernel level: auto | avx2 | avx512 | avx512_bf16 (backend/cpu_isa.h)
+  CpuIsaRequest cpu_isa = CpuIsaRequest::automatic;  // CPU kernel level: auto | avx2 | avx512 | avx512_bf16 (backend/cpu_isa.h)
   int64_t eval_interval = 50;       // 0 = never evaluate during training
   int64_t eval_batches = 10;
   int64_t log_interval = 1;

@@ -236,7 +236,7 @@ std::vector<SectionSpec> make_schema() {
            {"device", enum_field(&RC::train, &TC::device, device_name, parse_device), kOk, {},
             "where every op runs: cpu, or cuda (needs a build with the CUDA backend)"},
            // The levels' own kernels give the same bits; oneDNN's matmuls differ in summation order.
-           {"cpu_isa", field(&RC::train, &TC::cpu_isa), kOk, {one_of({"auto", "avx2", "avx512", "avx512_bf16"})},
+           {"cpu_isa", enum_field(&RC::train, &TC::cpu_isa, cpu_isa_request_name, parse_cpu_isa_request), kOk, {one_of({"auto", "avx2", "avx512", "avx512_bf16"})},
             "CPU kernel level: auto (the best this CPU has) or a lower one forced: avx2, avx512, avx512_bf16"},
            {"eval_interval", field(&RC::train, &TC::eval_interval), kOk, {at_least(0)}, "0 = never"},
            {"eval_batches", field(&RC::train, &TC::eval_batches), kOk, {at_least(1)},

@@ -1,8 +1,10 @@
-// The Backend object: the element-wise ops of the contract against plain loops, and the choice of
-// backend by train.device (a device the build lacks is an error naming it).
+// The Backend object: the element-wise ops of the contract against plain loops, the CPU kernels'
+// scratch as each backend's own, and the choice of backend by train.device (a device the build lacks
+// is an error naming it).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -52,6 +54,41 @@ TEST(Backend, CpuElementwiseOpsMatchPlainLoops) {
   bad[static_cast<size_t>(n - 1)] = -std::numeric_limits<float>::infinity();
   bad[7] = std::numeric_limits<float>::max();  // large but finite
   EXPECT_EQ(be.count_nonfinite(bad.data(), n), 3);
+}
+
+// RoPE and attention, forward and backward, on one size: every output, concatenated.
+std::vector<float> rope_attention(Backend& be, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+  const int64_t C3 = (NH + 2 * NKV) * HS, CO = NH * HS;
+  std::vector<float> qkv = ramp(B * T * C3, 0.013f, 0.6f), dout = ramp(B * T * CO, -0.017f, -0.4f);
+  std::vector<float> out(static_cast<size_t>(B * T * CO)), lse(static_cast<size_t>(B * NH * T));
+  std::vector<float> dqkv(qkv.size());
+  be.rope_forward(qkv.data(), B, T, NH, NKV, HS, 10000.f);
+  be.attention_forward(out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS);
+  be.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS);
+  be.rope_backward(dqkv.data(), B, T, NH, NKV, HS, 10000.f);
+  std::vector<float> all = qkv;
+  for (const auto* v : {&out, &lse, &dqkv}) all.insert(all.end(), v->begin(), v->end());
+  return all;
+}
+
+// The kernels' scratch (cpu/cpu_workspace.h) belongs to one backend and only carries capacity from
+// one call to the next: two backends interleaving calls of different sizes give the bits each gets
+// alone on a fresh backend.
+TEST(Backend, CpuKernelsScratchIsTheBackendsOwn) {
+  auto fresh = [](int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    CpuBackend be;
+    return rope_attention(be, B, T, NH, NKV, HS);
+  };
+  const std::vector<float> large = fresh(2, 150, 4, 2, 32), small = fresh(1, 70, 2, 1, 16);
+  CpuBackend a, b;
+  auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same(rope_attention(a, 2, 150, 4, 2, 32), large));
+  EXPECT_TRUE(same(rope_attention(b, 1, 70, 2, 1, 16), small));
+  EXPECT_TRUE(same(rope_attention(a, 1, 70, 2, 1, 16), small));  // a's scratch is larger now, b's not
+  EXPECT_TRUE(same(rope_attention(b, 2, 150, 4, 2, 32), large));
+  EXPECT_TRUE(same(rope_attention(a, 2, 150, 4, 2, 32), large));
 }
 
 TEST(Backend, CpuCopiesAcrossTheHostDeviceLine) {

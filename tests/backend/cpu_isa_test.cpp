@@ -45,6 +45,24 @@ TEST(CpuIsa, ResolvesAutoToTheBestLevelAndRefusesWhatTheCpuLacks) {
   EXPECT_NE(unknown.status().message().find("auto, avx2, avx512 or avx512_bf16"), std::string::npos);
 }
 
+// train.cpu_isa is parsed once into a CpuIsaRequest; the names and the error are those of the string form.
+TEST(CpuIsa, RequestsParseFromTheirNames) {
+  for (const char* name : {"auto", "avx2", "avx512", "avx512_bf16"}) {
+    const Result<CpuIsaRequest> r = parse_cpu_isa_request(name);
+    ASSERT_TRUE(r.ok()) << name;
+    EXPECT_EQ(cpu_isa_request_name(r.value()), name);
+  }
+  EXPECT_EQ(parse_cpu_isa_request("auto").value(), CpuIsaRequest::automatic);
+  const Result<CpuIsaRequest> unknown = parse_cpu_isa_request("sse4");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(), "unknown cpu_isa \"sse4\": use auto, avx2, avx512 or avx512_bf16");
+  CpuFeatures avx2_only;
+  avx2_only.avx2_fma = true;
+  EXPECT_EQ(resolve_cpu_isa(CpuIsaRequest::automatic, avx2_only).value(), CpuIsa::avx2);
+  EXPECT_EQ(resolve_cpu_isa(CpuIsaRequest::avx512, avx2_only).status().message(),
+            resolve_cpu_isa("avx512", avx2_only).status().message());
+}
+
 TEST(CpuIsa, EveryLevelHasAFullTableOfItsOwnKernels) {
   for (CpuIsa isa : kCpuIsaLevels) {
     const ops::CpuKernels& k = ops::cpu_kernels(isa);
@@ -103,13 +121,14 @@ std::vector<float> run_every_kernel(const ops::CpuKernels& k) {
   }
   {  // rope, attention (both backward schedules), the small matmul
     auto qkv = random_floats(N * C3, 7);
-    k.rope_forward(qkv.data(), B, T, NH, NKV, HS, 10000.0f);
+    ops::CpuWorkspace ws;  // the kernels' scratch, as a CpuBackend holds it
+    k.rope_forward(ws, qkv.data(), B, T, NH, NKV, HS, 10000.0f);
     auto dqkv_rope = random_floats(N * C3, 8);
-    k.rope_backward(dqkv_rope.data(), B, T, NH, NKV, HS, 10000.0f);
+    k.rope_backward(ws, dqkv_rope.data(), B, T, NH, NKV, HS, 10000.0f);
     std::vector<float> out(N * C), lse(B * NH * T), dqkv(N * C3), dqkv2(N * C3);
-    k.attention_forward(out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS);
-    k.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS);
-    k.attention_backward_scheduled(dqkv2.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS,
+    k.attention_forward(ws, out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS);
+    k.attention_backward(ws, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS);
+    k.attention_backward_scheduled(ws, dqkv2.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS,
                                    ops::attn::BackwardSchedule::two_pass);
     for (const auto* v : {&qkv, &dqkv_rope, &out, &lse, &dqkv, &dqkv2}) keep(*v);
     std::vector<float> c(13 * 29);

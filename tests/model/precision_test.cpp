@@ -41,11 +41,12 @@ FwdBwd forward_backward(const ModelConfig& cfg, Precision p, bool native_bf16 = 
   const int64_t B = 2, T = 32;
   ParamStore store{ParamLayout(cfg)};
   init_parameters(store, cfg, 1234);
-  Transformer net(tessera::testing::cpu_backend(), cfg, store, B, T);
+  CpuBackend be;  // its bf16 switch is its own
+  be.set_bf16_gemm_native(native_bf16);
+  Transformer net(be, cfg, store, B, T);
   if (set_then_reset) net.set_precision(Precision::bf16);
   net.set_precision(p);
   EXPECT_EQ(net.precision(), p);
-  ops::set_bf16_gemm_native(native_bf16);
   auto tokens = random_tokens(B * T, cfg.vocab_size, 7), targets = random_tokens(B * T, cfg.vocab_size, 8);
   store.zero_grads();
   FwdBwd r;
@@ -58,7 +59,6 @@ FwdBwd forward_backward(const ModelConfig& cfg, Precision p, bool native_bf16 = 
   }
   r.loss = net.forward(tokens.data(), targets.data());
   net.backward();
-  ops::set_bf16_gemm_native(true);
   r.grads.assign(store.grads(), store.grads() + store.numel());
   return r;
 }

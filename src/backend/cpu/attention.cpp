@@ -6,7 +6,8 @@
 // max, sum, lse, D) is a 64-wide vector and every matmul is vectorised over a 64-wide block
 // dimension or over the head size (kernels in attention_gemm.cpp). The forward pass transposes each
 // Q block into scratch and reads K, V in place; the backward pass gathers a whole head's Q, dO, K
-// into per-thread scratch (linear in T) whose rows it reads as matmul operands.
+// into per-thread scratch (linear in T) whose rows it reads as matmul operands. All scratch is the
+// caller's workspace (cpu_workspace.h): one AlignedScratch per OpenMP thread, D in attention_D.
 #include <omp.h>
 
 #include <algorithm>
@@ -70,10 +71,10 @@ void copy_rows(float* dst, const float* src, int64_t lds, int64_t n, int64_t HS)
 // ---- forward ----
 
 // Output rows of query block qb of head h in batch b.
-void forward_block(float* out, float* lse, const float* qkv, const Dims& dm, int64_t b, int64_t h, int64_t qb) {
-  thread_local attn::Scratch scratch;
+void forward_block(AlignedScratch& scratch, float* out, float* lse, const float* qkv, const Dims& dm, int64_t b,
+                   int64_t h, int64_t qb) {
   const int64_t HS = dm.HS;
-  scratch.reserve(2 * attn::Scratch::round16(HS * kBlock) + kBlock * kBlock);
+  scratch.reserve(2 * AlignedScratch::round16(HS * kBlock) + kBlock * kBlock);
   float* Qt = scratch.take(HS * kBlock);  // (HS, 64): scaled queries, transposed
   float* Ot = scratch.take(HS * kBlock);  // (HS, 64): unnormalised output, transposed
   float* St = scratch.take(kBlock * kBlock);  // (keys, queries): scores, then probabilities
@@ -234,13 +235,12 @@ PairOperands in_place_operands(const BackwardArgs& a, const Dims& dm, int64_t b,
 // Fused schedule: the task (b, kvh) owns dK, dV of kv head kvh and dQ of its query heads. The
 // head's Q, dO, K are first gathered into contiguous arrays (and Q, dO also transposed): read as
 // matmul rows in place, their 2-9 KiB pitch would thrash the L1 sets.
-void backward_fused_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t kvh) {
-  thread_local attn::Scratch scratch;
+void backward_fused_task(AlignedScratch& scratch, const BackwardArgs& a, const Dims& dm, int64_t b, int64_t kvh) {
   const int64_t T = dm.T, HS = dm.HS;
   // Row pitch of the transposed head: one cache line more than the padded length, so that the rows
   // of a block do not all fall into the same L1 sets (T = 1024 would give a 4 KiB pitch).
   const int64_t Tp = dm.nblk * kBlock + 16;
-  scratch.reserve(2 * attn::Scratch::round16(HS * Tp) + 3 * attn::Scratch::round16(T * HS) +
+  scratch.reserve(2 * AlignedScratch::round16(HS * Tp) + 3 * AlignedScratch::round16(T * HS) +
                   2 * kBlock * kBlock);
   float* Qt = scratch.take(HS * Tp);  // (HS, Tp): the whole head, transposed once
   float* dOt = scratch.take(HS * Tp);
@@ -270,9 +270,9 @@ void backward_fused_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64
 
 // Two-pass schedule, pass 1: dK, dV of key block kb of kv head kvh (query heads, then query blocks,
 // in increasing order: the same order as the fused schedule).
-void backward_kv_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t kvh, int64_t kb) {
-  thread_local attn::Scratch scratch;
-  scratch.reserve(2 * attn::Scratch::round16(dm.HS * kBlock) + 2 * kBlock * kBlock);
+void backward_kv_task(AlignedScratch& scratch, const BackwardArgs& a, const Dims& dm, int64_t b, int64_t kvh,
+                      int64_t kb) {
+  scratch.reserve(2 * AlignedScratch::round16(dm.HS * kBlock) + 2 * kBlock * kBlock);
   float* Qt = scratch.take(dm.HS * kBlock);
   float* dOt = scratch.take(dm.HS * kBlock);
   PairScratch ps{scratch.take(kBlock * kBlock), scratch.take(kBlock * kBlock)};
@@ -286,9 +286,9 @@ void backward_kv_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t 
 }
 
 // Two-pass schedule, pass 2: dQ of query block qb of head h, key blocks in increasing order.
-void backward_q_task(const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h, int64_t qb) {
-  thread_local attn::Scratch scratch;
-  scratch.reserve(2 * attn::Scratch::round16(dm.HS * kBlock) + 2 * kBlock * kBlock);
+void backward_q_task(AlignedScratch& scratch, const BackwardArgs& a, const Dims& dm, int64_t b, int64_t h,
+                     int64_t qb) {
+  scratch.reserve(2 * AlignedScratch::round16(dm.HS * kBlock) + 2 * kBlock * kBlock);
   float* Qt = scratch.take(dm.HS * kBlock);
   float* dOt = scratch.take(dm.HS * kBlock);
   PairScratch ps{scratch.take(kBlock * kBlock), scratch.take(kBlock * kBlock)};
@@ -310,32 +310,32 @@ bool prefer_fused(int64_t tasks, int64_t threads) {
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV,
-                       int64_t HS) {
+void attention_forward(CpuWorkspace& ws, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                       int64_t NKV, int64_t HS) {
   if (B <= 0 || T <= 0) return;
   const Dims dm(B, T, NH, NKV, HS);
   const int64_t tasks = B * NH * dm.nblk;
+  AlignedScratch* scratch = ws.thread_scratch(omp_get_max_threads());
   // Longest tasks (last query blocks) first so that the dynamic schedule ends balanced.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t qb = dm.nblk - 1 - t / (B * NH);
     const int64_t bh = t % (B * NH);
-    forward_block(out, lse, qkv, dm, bh / NH, bh % NH, qb);
+    forward_block(scratch[omp_get_thread_num()], out, lse, qkv, dm, bh / NH, bh % NH, qb);
   }
 }
 
 namespace attn {
 
-void attention_backward_scheduled(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
-                                  BackwardSchedule schedule) {
+void attention_backward_scheduled(CpuWorkspace& ws, float* dqkv, const float* dout, const float* qkv,
+                                  const float* out, const float* lse, int64_t B, int64_t T, int64_t NH, int64_t NKV,
+                                  int64_t HS, BackwardSchedule schedule) {
   if (B <= 0 || T <= 0) return;
   const Dims dm(B, T, NH, NKV, HS);
 
-  // D = rowsum(dout * out) per (b, h, t), in the calling thread's reusable buffer.
-  thread_local std::vector<float> D;
-  if (D.size() < static_cast<size_t>(B * NH * T)) D.resize(B * NH * T);
-  float* Dp = D.data();
+  // D = rowsum(dout * out) per (b, h, t), in the workspace's reusable buffer.
+  float* Dp = grown(ws.attention_D, static_cast<size_t>(B * NH * T));
+  AlignedScratch* scratch = ws.thread_scratch(omp_get_max_threads());
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const int64_t b = bt / T, t = bt % T;
@@ -353,7 +353,7 @@ void attention_backward_scheduled(float* dqkv, const float* dout, const float* q
     schedule = prefer_fused(B * NKV, omp_get_max_threads()) ? BackwardSchedule::fused : BackwardSchedule::two_pass;
   if (schedule == BackwardSchedule::fused) {
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t t = 0; t < B * NKV; ++t) backward_fused_task(a, dm, t / NKV, t % NKV);
+    for (int64_t t = 0; t < B * NKV; ++t) backward_fused_task(scratch[omp_get_thread_num()], a, dm, t / NKV, t % NKV);
     return;
   }
   const int64_t nblk = dm.nblk;
@@ -361,21 +361,21 @@ void attention_backward_scheduled(float* dqkv, const float* dout, const float* q
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t t = 0; t < B * NKV * nblk; ++t) {
     const int64_t bk = t % (B * NKV);
-    backward_kv_task(a, dm, bk / NKV, bk % NKV, t / (B * NKV));
+    backward_kv_task(scratch[omp_get_thread_num()], a, dm, bk / NKV, bk % NKV, t / (B * NKV));
   }
   // Pass 2: query block qb meets qb + 1 key blocks; descending qb first.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t t = 0; t < B * NH * nblk; ++t) {
     const int64_t bh = t % (B * NH);
-    backward_q_task(a, dm, bh / NH, bh % NH, nblk - 1 - t / (B * NH));
+    backward_q_task(scratch[omp_get_thread_num()], a, dm, bh / NH, bh % NH, nblk - 1 - t / (B * NH));
   }
 }
 
 }  // namespace attn
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
-  attn::attention_backward_scheduled(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS,
+void attention_backward(CpuWorkspace& ws, float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+  attn::attention_backward_scheduled(ws, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS,
                                      attn::BackwardSchedule::automatic);
 }
 

@@ -1,6 +1,7 @@
 // Building blocks of the blockwise attention kernels: a small register-tiled matmul whose left
-// operand is read with arbitrary strides (so blocks of qkv are used in place), a vectorisable exp,
-// and reusable per-thread scratch. Included inside a kernel level's region (kernel_isa_begin.h).
+// operand is read with arbitrary strides (so blocks of qkv are used in place) and a vectorisable exp.
+// (Their scratch is the backend's: CpuWorkspace's per-thread AlignedScratch, cpu_workspace.h.)
+// Included inside a kernel level's region (kernel_isa_begin.h).
 #pragma once
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/kernel_decls.h"
@@ -28,27 +29,5 @@ inline float fast_exp(float x) {
   const detail::ExpParts e = detail::exp_parts(xc);
   return x < -87.3f ? 0.0f : e.er * std::bit_cast<float>((e.n + 127) << 23);
 }
-
-// Per-thread scratch: one growing buffer carved into 64-byte aligned arrays. It only grows, so after
-// the first call with the largest sizes no kernel allocates.
-class Scratch {
- public:
-  // Reserves room for `floats` floats in total (sum of the take() sizes, each rounded up to 16).
-  void reserve(size_t floats) {
-    if (buf_.size() < floats + 16) buf_.resize(floats + 16);
-    const auto addr = reinterpret_cast<uintptr_t>(buf_.data());
-    next_ = buf_.data() + ((64 - addr % 64) % 64) / sizeof(float);
-  }
-  float* take(size_t floats) {
-    float* p = next_;
-    next_ += round16(floats);
-    return p;
-  }
-  static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
-
- private:
-  std::vector<float> buf_;
-  float* next_ = nullptr;
-};
 
 }  // namespace tessera::ops::TESSERA_KERNEL_NS::attn

@@ -1,10 +1,15 @@
 // CpuBackend: the ops of backend/ops.h on host memory (the CPU kernels at the level select_cpu_isa
 // chose, oneDNN's matmuls); its memory is host memory, counted per backend. The oracle for other backends.
+// Its state: the kernels' workspace (cpu_workspace.h: scratch, oneDNN's objects for the bf16 matmuls)
+// and the bf16 switch, per backend object; nothing of it is shared with another CpuBackend.
 #pragma once
+#include <string>
 #include <utility>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_workspace.h"
 #include "backend/cpu/kernel_table.h"
+#include "backend/cpu/matmul_lowp.h"
 #include "backend/cpu_isa.h"
 
 namespace tessera {
@@ -20,17 +25,39 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::cpu; }
 
-  // An op of the kernel table runs this backend's level; the others are the ops:: functions.
-  // (The lambda's names must not collide with any op's parameter names.)
-#define TESSERA_CPU_BACKEND_OP(name, ret, params, args)                                   \
-  ret name params override {                                                              \
-    return [&]<class KernelTable_>(const KernelTable_& kernel_table_) -> ret {            \
-      if constexpr (requires { kernel_table_.name; }) return kernel_table_.name args;     \
-      else return ops::name args;                                                         \
-    }(kernels_ ? *kernels_ : ops::active_cpu_kernels());                                  \
+  // An op of the kernel table runs this backend's level, with this backend's workspace when its entry
+  // takes one; the others are the ops:: functions, on this workspace where one takes it (matmul_lowp.h).
+  // (The lambda's names must not collide with any op's parameter names; a template parameter's type
+  // keeps the requires-expressions dependent.)
+#define TESSERA_CPU_WITH_WORKSPACE(...) (workspace_ __VA_OPT__(, ) __VA_ARGS__)
+#define TESSERA_CPU_BACKEND_OP(name, ret, params, args)                                                       \
+  ret name params override {                                                                                  \
+    return [&]<class KernelTable_, class Workspace_>(const KernelTable_& kernel_table_,                       \
+                                                     Workspace_& workspace_) -> ret {                         \
+      if constexpr (requires { kernel_table_.name TESSERA_CPU_WITH_WORKSPACE args; })                         \
+        return kernel_table_.name TESSERA_CPU_WITH_WORKSPACE args;                                            \
+      else if constexpr (requires { kernel_table_.name; }) return kernel_table_.name args;                    \
+      else if constexpr (requires { ops::name TESSERA_CPU_WITH_WORKSPACE args; })                             \
+        return ops::name TESSERA_CPU_WITH_WORKSPACE args;                                                     \
+      else return ops::name args;                                                                             \
+    }(kernels_ ? *kernels_ : ops::active_cpu_kernels(), workspace_);                                          \
   }
   TESSERA_BACKEND_OPS(TESSERA_CPU_BACKEND_OP)
 #undef TESSERA_CPU_BACKEND_OP
+#undef TESSERA_CPU_WITH_WORKSPACE
+
+  // ---- the bf16 switch (this backend's matmul_forward_lowp / matmul_backward_lowp / sgemm_lowp) ----
+  // Allows (default) or forbids oneDNN's native bf16 kernel where this CPU has one (AVX512-BF16 / AMX);
+  // forbidden, bf16 rounds into f32 and runs sgemm (tests and benchmarks compare both).
+  void set_bf16_gemm_native(bool allow) { workspace_.bf16_gemm_native = allow; }
+  bool bf16_gemm_native() const { return workspace_.bf16_gemm_native; }
+  // The bf16 kernel this backend's matmuls use now: "onednn:<implementation>" or "emulated".
+  std::string bf16_gemm_kernel() { return ops::bf16_gemm_kernel(workspace_); }
+  // ops::sgemm_lowp on this backend's workspace and bf16 setting (not an op of the contract).
+  void sgemm_lowp(ops::MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    ops::sgemm_lowp(workspace_, p, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
 
   void copy_to_device(void* device, const void* host, size_t bytes) override;
   void copy_to_host(void* host, const void* device, size_t bytes) override;
@@ -49,6 +76,7 @@ class CpuBackend final : public Backend {
 
  private:
   const ops::CpuKernels* kernels_ = nullptr;  // nullptr: the process's level
+  ops::CpuWorkspace workspace_;               // the kernels' scratch and the bf16 switch
   MemoryCounters counters_;
   Stream stream_ = Stream::compute;
   uint64_t events_ = 0;

@@ -21,6 +21,8 @@ struct Selection {
   std::atomic<const ops::CpuKernels*> kernels{nullptr};
 };
 
+// Process-wide on purpose, not CpuBackend state: it mirrors oneDNN's ISA cap, which is process-global
+// and accepted only before oneDNN's first use. A CpuBackend(CpuIsa) still runs a level of its own.
 Selection& selection() {
   static Selection s;
   return s;
@@ -69,6 +71,12 @@ const CpuKernels& active_cpu_kernels() {
 }  // namespace ops
 
 Status select_cpu_isa(std::string_view request) {
+  Result<CpuIsaRequest> r = parse_cpu_isa_request(request);
+  if (!r.ok()) return r.status();
+  return select_cpu_isa(*r);
+}
+
+Status select_cpu_isa(CpuIsaRequest request) {
   const CpuFeatures cpu = detect_cpu_features();
   Result<CpuIsa> isa = resolve_cpu_isa(request, cpu);
   if (!isa.ok()) return isa.status();
@@ -76,18 +84,18 @@ Status select_cpu_isa(std::string_view request) {
   std::lock_guard<std::mutex> lock(s.mu);
   const ops::CpuKernels* want = &ops::cpu_kernels(*isa);
   if (s.chosen) {
-    if (s.isa == *isa && s.forced == (request != "auto")) return Status::ok_status();
+    if (s.isa == *isa && s.forced == (request != CpuIsaRequest::automatic)) return Status::ok_status();
     return invalid_argument(std::string("the CPU level is already chosen (") + cpu_isa_name(s.isa) +
                             "); choose cpu_isa once, when the command starts");
   }
   // "auto" leaves oneDNN free to use everything it finds (AMX included); a named level caps it.
-  if (request != "auto" && dnnl_set_max_cpu_isa(onednn_cap(*isa)) != dnnl_success)
+  if (request != CpuIsaRequest::automatic && dnnl_set_max_cpu_isa(onednn_cap(*isa)) != dnnl_success)
     return internal_error(std::string("oneDNN refused the ISA cap for cpu_isa = ") + cpu_isa_name(*isa) +
                           ": it was used before the level was chosen (select_cpu_isa must run first)");
   s.kernels.store(want, std::memory_order_release);
   s.isa = *isa;
   s.chosen = true;
-  s.forced = request != "auto";
+  s.forced = request != CpuIsaRequest::automatic;
   return Status::ok_status();
 }
 

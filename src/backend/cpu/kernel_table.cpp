@@ -12,6 +12,7 @@ const CpuKernels& kernel_table() {
 #endif
 #define TESSERA_KERNEL_ENTRY(name) &TESSERA_KERNEL_NS::name,
       TESSERA_CPU_KERNELS(TESSERA_KERNEL_ENTRY)
+      TESSERA_CPU_WORKSPACE_KERNELS(TESSERA_KERNEL_ENTRY)
 #undef TESSERA_KERNEL_ENTRY
       &TESSERA_KERNEL_NS::attn::attention_backward_scheduled,
       &TESSERA_KERNEL_NS::attn::gemm_bcast,

@@ -2,7 +2,8 @@
 // f32 accumulation, f32 outputs. bf16 runs oneDNN's matmul primitive (bf16 src/weights, f32 dst)
 // where oneDNN has a native kernel for this CPU (AVX512-BF16 / AMX); otherwise the operands are
 // rounded into f32 scratch and multiplied by the f32 sgemm (products of bf16 or fp16 values are exact
-// in f32, so both paths compute the same model up to f32 summation order).
+// in f32, so both paths compute the same model up to f32 summation order). The oneDNN objects, the
+// operand copies and the bf16 setting live in the caller's workspace (matmul_lowp.h), none here.
 #include <immintrin.h>
 
 #include <bit>
@@ -10,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +19,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/cpu/matmul_bias.h"
+#include "backend/cpu/matmul_lowp.h"
 #include "backend/ops.h"
 #include "core/log.h"
 
@@ -71,7 +74,7 @@ void round_matrix(float* out, const float* in, int64_t rows, int64_t cols, int64
   for (int64_t r = 0; r < rows; ++r) round_n(out + r * cols, in + r * ld, cols, p);
 }
 
-// Per-thread scratch, grown only (no allocation after the first call with a given size).
+// Workspace scratch, grown only (no allocation after the first call with a given size).
 template <typename T>
 T* scratch(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
@@ -79,11 +82,6 @@ T* scratch(std::vector<T>& v, int64_t n) {
 }
 
 // ---- oneDNN bf16 matmul ----
-dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 using dt = dnnl::memory::data_type;
 using Dims = dnnl::memory::dims;
 
@@ -94,8 +92,8 @@ struct Bf16Prim {
   dnnl::matmul prim;
 };
 
-std::unique_ptr<Bf16Prim> make_bf16_prim(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                                         float beta, int64_t ldc) {
+std::unique_ptr<Bf16Prim> make_bf16_prim(const dnnl::engine& engine, bool ta, bool tb, int64_t M, int64_t N,
+                                         int64_t K, float alpha, float beta, int64_t ldc) {
   const dnnl::memory::desc a_md(Dims{M, K}, dt::bf16, ta ? Dims{1, M} : Dims{K, 1});
   const dnnl::memory::desc b_md(Dims{K, N}, dt::bf16, tb ? Dims{1, K} : Dims{N, 1});
   const dnnl::memory::desc c_md(Dims{M, N}, dt::f32, Dims{ldc, 1});
@@ -108,7 +106,7 @@ std::unique_ptr<Bf16Prim> make_bf16_prim(bool ta, bool tb, int64_t M, int64_t N,
   }
   const dnnl::matmul::desc d(a_md, b_md, c_md);
   auto p = std::make_unique<Bf16Prim>();
-  p->pd = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+  p->pd = dnnl::matmul::primitive_desc(d, attr, engine);
   p->prim = dnnl::matmul(p->pd);
   return p;
 }
@@ -118,21 +116,46 @@ struct NativeInfo {
   bool native = false;
   std::string impl;
 };
-const NativeInfo& native_info() {
-  static const NativeInfo info = [] {
-    NativeInfo i;
-    try {
-      auto p = make_bf16_prim(false, true, 64, 64, 64, 1.0f, 0.0f, 64);
-      i.impl = p->pd.impl_info_str();
-      i.native = i.impl.find("ref") == std::string::npos;
-    } catch (const dnnl::error& e) {
-      i.impl = std::string("unavailable: ") + e.what();
-    }
-    return i;
-  }();
-  return info;
+NativeInfo probe_native(const dnnl::engine& engine) {
+  NativeInfo i;
+  try {
+    auto p = make_bf16_prim(engine, false, true, 64, 64, 64, 1.0f, 0.0f, 64);
+    i.impl = p->pd.impl_info_str();
+    i.native = i.impl.find("ref") == std::string::npos;
+  } catch (const dnnl::error& e) {
+    i.impl = std::string("unavailable: ") + e.what();
+  }
+  return i;
 }
-bool g_allow_native = true;
+
+}  // namespace
+
+// One workspace's oneDNN objects (engine, stream, the primitive per shape, layout, alpha, beta) and
+// operand copies: what were per-thread statics, now the backend's.
+struct LowpMatmulState {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::optional<NativeInfo> native;  // probed at the first question
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, float, float>, std::unique_ptr<Bf16Prim>>
+      prims;
+  std::vector<uint16_t> a16, b16, c16;  // compact bf16 operands
+  std::vector<float> ar, br;            // rounded f32 operands (emulated path)
+};
+
+void LowpMatmulStateDeleter::operator()(LowpMatmulState* s) const noexcept { delete s; }
+
+namespace {
+
+LowpMatmulState& state(CpuWorkspace& ws) {
+  if (!ws.lowp) ws.lowp.reset(new LowpMatmulState);
+  return *ws.lowp;
+}
+
+// Whether oneDNN runs bf16 matmuls on a native kernel here (not its reference implementation).
+const NativeInfo& native_info(LowpMatmulState& st) {
+  if (!st.native) st.native = probe_native(st.engine);
+  return *st.native;
+}
 
 // Compact bf16 copies of up to three row-major matrices (rows x cols, leading dimension ld), all in one
 // parallel region (one fork/join per matmul instead of one per operand).
@@ -142,7 +165,7 @@ struct Bf16Src {
   int64_t rows, cols, ld;
 };
 void to_bf16_matrices(std::initializer_list<Bf16Src> list) {
-  Bf16Src m[3];
+  Bf16Src m[3] = {};  // initialised: GCC cannot see that nm >= 1
   int nm = 0;
   int64_t total = 0;
   for (const Bf16Src& x : list) {
@@ -162,41 +185,37 @@ void to_bf16_matrices(std::initializer_list<Bf16Src> list) {
   }
 }
 
-// The primitive for one (shape, layout, alpha, beta), created once per thread and reused.
-Bf16Prim& bf16_prim(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int64_t ldc) {
-  thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, float, float>,
-                        std::unique_ptr<Bf16Prim>>
-      cache;
-  auto& slot = cache[{M, N, K, ldc, ta, tb, alpha, beta}];
-  if (!slot) slot = make_bf16_prim(ta, tb, M, N, K, alpha, beta, ldc);
+// The primitive for one (shape, layout, alpha, beta), created once per workspace and reused.
+Bf16Prim& bf16_prim(LowpMatmulState& st, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                    int64_t ldc) {
+  auto& slot = st.prims[{M, N, K, ldc, ta, tb, alpha, beta}];
+  if (!slot) slot = make_bf16_prim(st.engine, ta, tb, M, N, K, alpha, beta, ldc);
   return *slot;
 }
 
 // C = alpha * op(a) op(b) + beta * C on compact bf16 operands a, b (stored orientation).
-void bf16_exec(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* a,
-               const uint16_t* b, float beta, float* C, int64_t ldc) {
-  thread_local std::unique_ptr<dnnl::stream> strm;
-  if (!strm) strm = std::make_unique<dnnl::stream>(cpu_engine());
-  Bf16Prim& p = bf16_prim(ta, tb, M, N, K, alpha, beta, ldc);
-  dnnl::memory am(p.pd.src_desc(), cpu_engine(), const_cast<uint16_t*>(a));
-  dnnl::memory bm(p.pd.weights_desc(), cpu_engine(), const_cast<uint16_t*>(b));
-  dnnl::memory cm(p.pd.dst_desc(), cpu_engine(), C);
-  p.prim.execute(*strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  strm->wait();
+void bf16_exec(LowpMatmulState& st, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+               const uint16_t* a, const uint16_t* b, float beta, float* C, int64_t ldc) {
+  Bf16Prim& p = bf16_prim(st, ta, tb, M, N, K, alpha, beta, ldc);
+  dnnl::memory am(p.pd.src_desc(), st.engine, const_cast<uint16_t*>(a));
+  dnnl::memory bm(p.pd.weights_desc(), st.engine, const_cast<uint16_t*>(b));
+  dnnl::memory cm(p.pd.dst_desc(), st.engine, C);
+  p.prim.execute(st.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  st.stream.wait();
 }
 
-thread_local std::vector<uint16_t> t_a16, t_b16, t_c16;
-
-void bf16_native_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void bf16_native_gemm(LowpMatmulState& st, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   // Compact bf16 copies in the stored orientation.
-  uint16_t* a = scratch(t_a16, M * K);
-  uint16_t* b = scratch(t_b16, K * N);
+  uint16_t* a = scratch(st.a16, M * K);
+  uint16_t* b = scratch(st.b16, K * N);
   to_bf16_matrices({{a, A, ta ? K : M, ta ? M : K, lda}, {b, B, tb ? N : K, tb ? K : N, ldb}});
-  bf16_exec(ta, tb, M, N, K, alpha, a, b, beta, C, ldc);
+  bf16_exec(st, ta, tb, M, N, K, alpha, a, b, beta, C, ldc);
 }
 
-bool use_native(MatmulPrecision p) { return p == MatmulPrecision::bf16 && g_allow_native && native_info().native; }
+bool use_native(CpuWorkspace& ws, MatmulPrecision p) {
+  return p == MatmulPrecision::bf16 && ws.bf16_gemm_native && native_info(state(ws)).native;
+}
 
 }  // namespace
 
@@ -206,28 +225,25 @@ void round_to_precision(float* out, const float* in, int64_t n, MatmulPrecision 
   for (int64_t i = 0; i < n; i += chunk) round_n(out + i, in + i, std::min(chunk, n - i), p);
 }
 
-const char* bf16_gemm_kernel() {
-  thread_local std::string s;
-  const NativeInfo& i = native_info();
-  s = (i.native && g_allow_native) ? "onednn:" + i.impl : std::string("emulated");
-  return s.c_str();
+std::string bf16_gemm_kernel(CpuWorkspace& ws) {
+  const NativeInfo& i = native_info(state(ws));
+  return (i.native && ws.bf16_gemm_native) ? "onednn:" + i.impl : std::string("emulated");
 }
 
-void set_bf16_gemm_native(bool allow) { g_allow_native = allow; }
-
-void sgemm_lowp(MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void sgemm_lowp(CpuWorkspace& ws, MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc) {
   if (p == MatmulPrecision::fp32 || M == 0 || N == 0 || K == 0) {
     sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (use_native(p)) {
-    bf16_native_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (use_native(ws, p)) {
+    bf16_native_gemm(state(ws), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  thread_local std::vector<float> ar, br;
-  float* a = scratch(ar, M * K);
-  float* b = scratch(br, K * N);
+  LowpMatmulState& st = state(ws);
+  float* a = scratch(st.ar, M * K);
+  float* b = scratch(st.br, K * N);
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
   round_matrix(a, A, a_rows, a_cols, lda, p);
@@ -235,37 +251,55 @@ void sgemm_lowp(MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_
   sgemm(trans_a, trans_b, M, N, K, alpha, a, a_cols, b, b_cols, beta, C, ldc);
 }
 
-void matmul_forward_lowp(MatmulPrecision p, float* out, const float* inp, const float* weight, const float* bias,
-                         int64_t N, int64_t C, int64_t OC) {
+void matmul_forward_lowp(CpuWorkspace& ws, MatmulPrecision p, float* out, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C, int64_t OC) {
   if (p == MatmulPrecision::fp32) {
     matmul_forward(out, inp, weight, bias, N, C, OC);
     return;
   }
   const float beta = detail::seed_with_bias(out, bias, N, OC);
-  sgemm_lowp(p, false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+  sgemm_lowp(ws, p, false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
-void matmul_backward_lowp(MatmulPrecision p, float* dinp, float* dweight, float* dbias, const float* dout,
-                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+void matmul_backward_lowp(CpuWorkspace& ws, MatmulPrecision p, float* dinp, float* dweight, float* dbias,
+                          const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
   if (p == MatmulPrecision::fp32) {
     matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     return;
   }
-  if (use_native(p) && N > 0 && C > 0 && OC > 0) {
+  if (use_native(ws, p) && N > 0 && C > 0 && OC > 0) {
     // dout is an operand of both products: rounded once, with weight and inp, in one parallel region.
-    uint16_t* d16 = scratch(t_a16, N * OC);
-    uint16_t* i16 = scratch(t_b16, N * C);
-    uint16_t* w16 = dinp != nullptr ? scratch(t_c16, OC * C) : nullptr;
+    LowpMatmulState& st = state(ws);
+    uint16_t* d16 = scratch(st.a16, N * OC);
+    uint16_t* i16 = scratch(st.b16, N * C);
+    uint16_t* w16 = dinp != nullptr ? scratch(st.c16, OC * C) : nullptr;
     if (dinp != nullptr) to_bf16_matrices({{d16, dout, N, OC, OC}, {i16, inp, N, C, C}, {w16, weight, OC, C, C}});
     else to_bf16_matrices({{d16, dout, N, OC, OC}, {i16, inp, N, C, C}});
-    if (dinp != nullptr) bf16_exec(false, false, N, C, OC, 1.0f, d16, w16, 1.0f, dinp, C);
-    bf16_exec(true, false, OC, C, N, 1.0f, d16, i16, 1.0f, dweight, C);
+    if (dinp != nullptr) bf16_exec(st, false, false, N, C, OC, 1.0f, d16, w16, 1.0f, dinp, C);
+    bf16_exec(st, true, false, OC, C, N, 1.0f, d16, i16, 1.0f, dweight, C);
   } else {
-    if (dinp != nullptr) sgemm_lowp(p, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-    sgemm_lowp(p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dinp != nullptr) sgemm_lowp(ws, p, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    sgemm_lowp(ws, p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   }
   // The bias gradient is the f32 column sum of dout (the same code as the f32 backward).
   if (dbias != nullptr) detail::accumulate_bias_grad(dbias, dout, N, OC);
+}
+
+// The ops.h entry points without a workspace: one of the call's own (tests, one-off calls; allocates).
+void sgemm_lowp(MatmulPrecision p, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  CpuWorkspace ws;
+  sgemm_lowp(ws, p, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void matmul_forward_lowp(MatmulPrecision p, float* out, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC) {
+  CpuWorkspace ws;
+  matmul_forward_lowp(ws, p, out, inp, weight, bias, N, C, OC);
+}
+void matmul_backward_lowp(MatmulPrecision p, float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+  CpuWorkspace ws;
+  matmul_backward_lowp(ws, p, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
 }  // namespace tessera::ops

@@ -1,5 +1,7 @@
 // The ops.h entry points of the kernels in TESSERA_CPU_KERNELS: each calls this process's level
 // (dispatch.cpp). One indirect call per op; every op works on whole tensors, so it costs nothing.
+// The workspace kernels (rope, attention) run on a workspace of the call's own, allocated each time:
+// for tests and one-off calls; a CpuBackend passes its own, which only grows.
 #include "backend/cpu/kernel_table.h"
 
 namespace tessera::ops {
@@ -48,18 +50,22 @@ void swiglu_backward(float* dinp, const float* dout, const float* inp, int64_t N
   k().swiglu_backward(dinp, dout, inp, N, H);
 }
 void rope_forward(float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta) {
-  k().rope_forward(qkv, B, T, NH, NKV, HS, theta);
+  CpuWorkspace ws;
+  k().rope_forward(ws, qkv, B, T, NH, NKV, HS, theta);
 }
 void rope_backward(float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta) {
-  k().rope_backward(dqkv, B, T, NH, NKV, HS, theta);
+  CpuWorkspace ws;
+  k().rope_backward(ws, dqkv, B, T, NH, NKV, HS, theta);
 }
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV,
                        int64_t HS) {
-  k().attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
+  CpuWorkspace ws;
+  k().attention_forward(ws, out, lse, qkv, B, T, NH, NKV, HS);
 }
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
-  k().attention_backward(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
+  CpuWorkspace ws;
+  k().attention_backward(ws, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
 }
 void softmax_crossentropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V,
                           float dlogits_scale) {

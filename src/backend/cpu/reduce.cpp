@@ -1,6 +1,6 @@
 // Reductions for gradient clipping: sum of squares (double, fixed blocks so the result does not
-// depend on the thread count) and in-place scaling.
-#include <vector>
+// depend on the thread count) and in-place scaling. No scratch: the partial sums live on the stack.
+#include <algorithm>
 
 #include "backend/ops.h"
 
@@ -12,26 +12,31 @@ namespace tessera::ops::TESSERA_KERNEL_NS {
 
 namespace {
 // Each block's partial sum is computed by whichever thread, then the partials are added in block
-// order: the same bits for any thread count.
+// order: the same bits for any thread count. The blocks go in groups of kSumGroup whose partials sit
+// in an array on the stack (8 KiB); `total` receives the same additions in the same order as over one
+// array of all partials, and one parallel region per group (32 Mi floats) costs nothing.
 constexpr int64_t kSumBlock = int64_t{1} << 15;
+constexpr int64_t kSumGroup = 1024;
 }  // namespace
 
 double sum_of_squares(const float* x, int64_t n) {
   const int64_t nblocks = (n + kSumBlock - 1) / kSumBlock;
-  thread_local std::vector<double> partials;  // per calling thread; grows only
-  if (static_cast<int64_t>(partials.size()) < nblocks) partials.resize(nblocks);
-  double* part = partials.data();
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < nblocks; ++b) {
-    const float* xb = x + b * kSumBlock;
-    const int64_t len = std::min(kSumBlock, n - b * kSumBlock);
-    part[b] = detail::lane_sum<double, 8>(len, [&](int64_t i) {
-      const double xi = xb[i];
-      return xi * xi;
-    });
-  }
   double total = 0.0;
-  for (int64_t b = 0; b < nblocks; ++b) total += part[b];
+  for (int64_t g0 = 0; g0 < nblocks; g0 += kSumGroup) {
+    const int64_t ng = std::min(kSumGroup, nblocks - g0);
+    double part[kSumGroup];
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < ng; ++j) {
+      const int64_t b = g0 + j;
+      const float* xb = x + b * kSumBlock;
+      const int64_t len = std::min(kSumBlock, n - b * kSumBlock);
+      part[j] = detail::lane_sum<double, 8>(len, [&](int64_t i) {
+        const double xi = xb[i];
+        return xi * xi;
+      });
+    }
+    for (int64_t j = 0; j < ng; ++j) total += part[j];
+  }
   return total;
 }
 

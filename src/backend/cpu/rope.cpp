@@ -1,6 +1,6 @@
 // Rotary position embedding, Hugging Face LLaMA "rotate_half" pairing (i, i + HS/2), in place on
-// the q and k heads of a packed qkv row. cos/sin come from a per-calling-thread table computed in
-// double and rebuilt only when (T, HS, theta) change, so steady-state calls do not allocate.
+// the q and k heads of a packed qkv row. cos/sin come from the workspace's table (cpu_workspace.h),
+// computed in double and rebuilt only when (T, HS, theta) change, so steady-state calls do not allocate.
 #include <cmath>
 #include <vector>
 
@@ -14,19 +14,11 @@ namespace tessera::ops::TESSERA_KERNEL_NS {
 
 namespace {
 
-struct RopeTable {
-  int64_t T = -1, HS = -1;
-  float theta = 0.0f;
-  std::vector<float> cos, sin;  // (T, HS/2)
-};
-
-const RopeTable& rope_table(int64_t T, int64_t HS, float theta) {
-  thread_local RopeTable table;
+const RopeTable& rope_table(RopeTable& table, int64_t T, int64_t HS, float theta) {
   if (table.T != T || table.HS != HS || table.theta != theta) {
     const int64_t half = HS / 2;
     table.cos.resize(T * half);
     table.sin.resize(T * half);
-    // Raw pointers: inside the parallel region `table` would name each worker's own thread_local.
     float* cos_p = table.cos.data();
     float* sin_p = table.sin.data();
 #pragma omp parallel for schedule(static)
@@ -46,9 +38,10 @@ const RopeTable& rope_table(int64_t T, int64_t HS, float theta) {
 }
 
 // Rotates every q and k head of every row by +angle (sign = 1) or -angle (sign = -1).
-void rope_apply(float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta, float sign) {
+void rope_apply(RopeTable& table, float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta,
+                float sign) {
   TS_CHECK(HS % 2 == 0) << "rope needs an even head size, got HS=" << HS;
-  const RopeTable& tab = rope_table(T, HS, theta);
+  const RopeTable& tab = rope_table(table, T, HS, theta);
   const int64_t half = HS / 2;
   const int64_t row = (NH + 2 * NKV) * HS;
   const int64_t rotated_heads = NH + NKV;  // q heads then k heads are contiguous at the row start
@@ -72,13 +65,15 @@ void rope_apply(float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64
 
 }  // namespace
 
-void rope_forward(float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta) {
-  rope_apply(qkv, B, T, NH, NKV, HS, theta, 1.0f);
+void rope_forward(CpuWorkspace& ws, float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                  float theta) {
+  rope_apply(ws.rope, qkv, B, T, NH, NKV, HS, theta, 1.0f);
 }
 
-void rope_backward(float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta) {
+void rope_backward(CpuWorkspace& ws, float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                   float theta) {
   // A rotation's transpose is the rotation by the opposite angle.
-  rope_apply(dqkv, B, T, NH, NKV, HS, theta, -1.0f);
+  rope_apply(ws.rope, dqkv, B, T, NH, NKV, HS, theta, -1.0f);
 }
 
 }  // namespace tessera::ops::TESSERA_KERNEL_NS

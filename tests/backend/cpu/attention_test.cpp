@@ -55,7 +55,8 @@ AttnRun run_attention(const AttnDims& d, const std::vector<float>& qkv, const st
   r.lse.assign(d.lse_size(), 0.0f);
   r.dqkv.assign(d.qkv_size(), 0.0f);
   ops::attention_forward(r.out.data(), r.lse.data(), qkv.data(), d.B, d.T, d.NH, d.NKV, d.HS);
-  ops::active_cpu_kernels().attention_backward_scheduled(r.dqkv.data(), R.data(), qkv.data(), r.out.data(), r.lse.data(), d.B,
+  ops::CpuWorkspace ws;
+  ops::active_cpu_kernels().attention_backward_scheduled(ws, r.dqkv.data(), R.data(), qkv.data(), r.out.data(), r.lse.data(), d.B,
                                           d.T, d.NH, d.NKV, d.HS, sched);
   return r;
 }

@@ -1,11 +1,13 @@
 // Reduced-precision matmul: rounding (bf16 / fp16 round-to-nearest-even, NaN, overflow), sgemm_lowp
 // and the linear layer against a double-precision product of the ROUNDED operands, on both bf16
-// kernels (native oneDNN where available, emulated), and fp32 dispatching bitwise to the f32 ops.
+// kernels (native oneDNN where available, emulated: CpuBackend's bf16 switch), and fp32 dispatching
+// bitwise to the f32 ops.
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
 #include "op_test_util.h"
 
@@ -28,12 +30,6 @@ std::vector<float> rounded(const std::vector<float>& v, MatmulPrecision p) {
   ops::round_to_precision(out.data(), v.data(), static_cast<int64_t>(v.size()), p);
   return out;
 }
-
-// Restores the native bf16 kernel after a test that forbids it.
-struct NativeGuard {
-  explicit NativeGuard(bool allow) { ops::set_bf16_gemm_native(allow); }
-  ~NativeGuard() { ops::set_bf16_gemm_native(true); }
-};
 
 TEST(RoundToPrecision, Bf16RoundsToNearestEven) {
   const MatmulPrecision p = MatmulPrecision::bf16;
@@ -77,7 +73,7 @@ TEST(RoundToPrecision, Fp32IsACopy) {
 // rounding of the operands themselves, so this tolerance tells "rounded then f32" from "unrounded".
 constexpr double kLowpTol = 1e-5;
 
-void check_gemm_against_rounded_reference(MatmulPrecision p) {
+void check_gemm_against_rounded_reference(MatmulPrecision p, CpuBackend& be) {
   const int64_t M = 37, N = 53, K = 129;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -89,7 +85,7 @@ void check_gemm_against_rounded_reference(MatmulPrecision p) {
         const float alpha = 0.75f;
         auto ref = naive_gemm(ta, tb, M, N, K, alpha, rounded(A, p), lda, rounded(B, p), ldb, beta, C, ldc);
         auto unrounded = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        ops::sgemm_lowp(p, ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+        be.sgemm_lowp(p, ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
         EXPECT_LT(rel_err(C, ref), kLowpTol) << "ta=" << ta << " tb=" << tb << " beta=" << beta;
         // The rounding is really there: the unrounded product is much further away.
         EXPECT_GT(rel_err(C, unrounded), 10 * kLowpTol) << "ta=" << ta << " tb=" << tb;
@@ -97,27 +93,44 @@ void check_gemm_against_rounded_reference(MatmulPrecision p) {
 }
 
 TEST(SgemmLowp, Bf16NativeOrDefaultMatchesRoundedReference) {
-  check_gemm_against_rounded_reference(MatmulPrecision::bf16);
+  CpuBackend be;
+  check_gemm_against_rounded_reference(MatmulPrecision::bf16, be);
 }
 
 TEST(SgemmLowp, Bf16EmulatedMatchesRoundedReference) {
-  NativeGuard g(false);
-  EXPECT_STREQ(ops::bf16_gemm_kernel(), "emulated");
-  check_gemm_against_rounded_reference(MatmulPrecision::bf16);
+  CpuBackend be;
+  be.set_bf16_gemm_native(false);
+  EXPECT_EQ(be.bf16_gemm_kernel(), "emulated");
+  check_gemm_against_rounded_reference(MatmulPrecision::bf16, be);
 }
 
-TEST(SgemmLowp, Fp16MatchesRoundedReference) { check_gemm_against_rounded_reference(MatmulPrecision::fp16); }
+TEST(SgemmLowp, Fp16MatchesRoundedReference) {
+  CpuBackend be;
+  check_gemm_against_rounded_reference(MatmulPrecision::fp16, be);
+}
+
+// The switch is the backend's: forbidding the native kernel on one leaves another as it was.
+TEST(SgemmLowp, TheBf16SwitchBelongsToOneBackend) {
+  CpuBackend a, b;
+  const std::string kernel = b.bf16_gemm_kernel();
+  a.set_bf16_gemm_native(false);
+  EXPECT_FALSE(a.bf16_gemm_native());
+  EXPECT_TRUE(b.bf16_gemm_native());
+  EXPECT_EQ(a.bf16_gemm_kernel(), "emulated");
+  EXPECT_EQ(b.bf16_gemm_kernel(), kernel);
+  a.set_bf16_gemm_native(true);
+  EXPECT_EQ(a.bf16_gemm_kernel(), kernel);
+}
 
 TEST(SgemmLowp, NativeAndEmulatedBf16AgreeToF32Summation) {
   const int64_t M = 64, N = 96, K = 768;
   auto A = random_floats(M * K, 11), B = random_floats(N * K, 12);
   std::vector<float> c1(M * N), c2(M * N);
-  ops::sgemm_lowp(MatmulPrecision::bf16, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, c1.data(), N);
-  {
-    NativeGuard g(false);
-    ops::sgemm_lowp(MatmulPrecision::bf16, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, c2.data(), N);
-  }
-  EXPECT_LT(rel_err(c1, c2), kLowpTol) << "kernel " << ops::bf16_gemm_kernel();
+  CpuBackend native, emulated;
+  emulated.set_bf16_gemm_native(false);
+  native.sgemm_lowp(MatmulPrecision::bf16, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, c1.data(), N);
+  emulated.sgemm_lowp(MatmulPrecision::bf16, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, c2.data(), N);
+  EXPECT_LT(rel_err(c1, c2), kLowpTol) << "kernel " << native.bf16_gemm_kernel();
 }
 
 TEST(SgemmLowp, Fp32IsBitwiseSgemm) {
@@ -137,14 +150,15 @@ TEST(SgemmLowp, Fp16OverflowGivesInf) {
 }
 
 void check_linear(MatmulPrecision p, bool native) {
-  NativeGuard g(native);
+  CpuBackend be;
+  be.set_bf16_gemm_native(native);
   const int64_t N = 37, C = 29, OC = 53;
   auto inp = random_floats(N * C, 4), w = random_floats(OC * C, 5), b = random_floats(OC, 6);
   auto dout = random_floats(N * OC, 7);
   const auto ri = rounded(inp, p), rw = rounded(w, p), rd = rounded(dout, p);
   // Forward: rounded inp @ rounded w^T + bias (bias exact).
   std::vector<float> out(N * OC, std::nanf(""));
-  ops::matmul_forward_lowp(p, out.data(), inp.data(), w.data(), b.data(), N, C, OC);
+  be.matmul_forward_lowp(p, out.data(), inp.data(), w.data(), b.data(), N, C, OC);
   std::vector<double> ref(N * OC);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OC; ++o) {
@@ -164,7 +178,7 @@ void check_linear(MatmulPrecision p, bool native) {
         rdw[o * C + c] += double(rd[n * OC + o]) * ri[n * C + c];
       }
     }
-  ops::matmul_backward_lowp(p, dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+  be.matmul_backward_lowp(p, dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
   EXPECT_LT(rel_err(dinp, rdinp), kLowpTol);
   EXPECT_LT(rel_err(dw, rdw), kLowpTol);
   EXPECT_LT(rel_err(db, rdb), 1e-6);
@@ -194,7 +208,8 @@ TEST(MatmulLowp, Fp32IsBitwiseTheF32Linear) {
 }
 
 TEST(MatmulLowp, ReportsTheBf16Kernel) {
-  const std::string k = ops::bf16_gemm_kernel();
+  CpuBackend be;
+  const std::string k = be.bf16_gemm_kernel();
   EXPECT_TRUE(k == "emulated" || k.rfind("onednn:", 0) == 0) << k;
   std::printf("bf16 gemm kernel: %s\n", k.c_str());
 }
