@@ -70,10 +70,10 @@ int run_train(const TrainArgs& a) {
   auto world = MpiCommunicator::create_world(co);
   if (!world.ok()) return fail_job(world.status());
   // SIGTERM/SIGINT/SIGUSR1: stop after the current step with a checkpoint. Installed after MPI_Init
-  // (which leaves these signals alone in Open MPI 4.1). Not for the parameter server, whose servers
-  // take no steps to agree at: there a signal ends the process as before.
+  // (which leaves these signals alone in Open MPI 4.1). Not for the parameter server's asynchronous
+  // modes, whose workers are at different steps: there a signal ends the process as before.
   std::optional<PreemptionSignals> stop_signals;
-  if (!is_param_server_run(*cfg)) stop_signals.emplace();
+  if (!is_param_server_run(*cfg) || cfg->ps.consistency == PsConsistency::sync) stop_signals.emplace();
   TrainerOptions opts;
   opts.resume = a.resume == "latest";
   opts.resume_auto = launch.resume_auto || a.resume == "auto";

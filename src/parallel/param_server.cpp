@@ -193,6 +193,24 @@ Result<bool> ParamServer::poll(int w) {
   return true;
 }
 
+// sync: the stop signal of `step` -- the largest that a live worker pushed or this server received,
+// agreed over the servers, so every server and (through the answers) every worker stops after it.
+// A signal during the last step lets the run end as planned.
+Status ParamServer::agree_on_stop(int64_t step) {
+  int32_t sig = o_.stop_requested ? static_cast<int32_t>(o_.stop_requested()) : 0;
+  for (const auto& s : slots_)
+    if (s->live) sig = std::max(sig, static_cast<int32_t>(s->push.stop_signal));
+  if (servers_.size() > 1) {
+    const Status st = servers_.all_reduce_async(&sig, &sig, 1, DType::i32, ReduceOp::max).wait();
+    if (!st.ok()) return Status(st.code(), "parameter servers agreeing on a stop signal: " + st.message());
+  }
+  if (sig != 0 && step < o_.final_step) {
+    stop_signal_ = sig;
+    stopped_after_ = step;
+  }
+  return Status::ok_status();
+}
+
 // Async modes: worker w's push applied to its position's shards at once.
 void ParamServer::apply_push(int w, float lr) {
   Slot& s = *slots_[static_cast<size_t>(w)];
@@ -224,6 +242,7 @@ Status ParamServer::apply_sync_step() {
   float sq = static_cast<float>(total);
   if (servers_.size() > 1) TS_RETURN_IF_ERROR(servers_.all_reduce_async(&sq, &sq, 1, DType::f32, ReduceOp::sum).wait());
   const double norm = std::sqrt(static_cast<double>(sq));
+  TS_RETURN_IF_ERROR(agree_on_stop(slots_.front()->step));
   const bool clip = o_.grad_clip > 0 && norm > o_.grad_clip;
   last_norm_ = norm;
   const float lr = o_.lr(slots_.front()->step);
@@ -256,7 +275,8 @@ Status ParamServer::answer(int w) {
   for (auto& p : s.send_data)
     if (p) TS_RETURN_IF_ERROR(p->wait());
   const auto& chunks = units_[static_cast<size_t>(s.position)];
-  s.reply = ReplyHeader{version_of(s.position), s.step, o_.consistency == PsConsistency::sync ? last_norm_ : 0.0, 0};
+  s.reply = ReplyHeader{version_of(s.position), s.step, o_.consistency == PsConsistency::sync ? last_norm_ : 0.0,
+                        stop_signal_};
   s.send_header = std::make_unique<Work>(link.send_async(&s.reply, sizeof(ReplyHeader), DType::u8, 0, kReplyHeaderTag));
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Unit& u = *chunks[c];
@@ -272,7 +292,7 @@ Status ParamServer::answer(int w) {
     std::fflush(log_);  // the job may end by abort_job (a dead peer): keep every record
   }
   s.pending = false;
-  if (s.step < o_.final_step) post(w);
+  if (s.step < o_.final_step && stop_signal_ == 0) post(w);
   return Status::ok_status();
 }
 
@@ -357,13 +377,13 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     const int64_t lo = slowest();
     for (const auto& s : slots_) level = level && (!s->live || (s->step == lo && !s->pending));
     if (level && lo > checkpointed) {
-      if (o_.checkpoint_at(lo)) {
+      if (o_.checkpoint_at(lo) || stop_signal_ != 0) {
         TS_RETURN_IF_ERROR(wait_sends());
-        TS_RETURN_IF_ERROR(o_.checkpoint(lo));
+        TS_RETURN_IF_ERROR(o_.checkpoint(lo, lo >= o_.final_step || stop_signal_ != 0));
         for (auto& s : slots_) s->last_heard = now_s();
       }
       checkpointed = lo;
-      if (lo >= o_.final_step) break;
+      if (lo >= o_.final_step || stop_signal_ != 0) break;
     }
     if (live_workers() == 0) return comm_error("parameter server " + std::to_string(index_) + ": every worker was dropped");
     if (!sync && o_.dead_after_s > 0) {

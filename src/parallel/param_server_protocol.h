@@ -67,13 +67,13 @@ struct PushHeader {
   int64_t read_version = 0;  // server version of the parameters this gradient was computed on
   int64_t clipped = 0;       // 1: the worker clipped its gradient itself (async modes)
   int64_t payload_bytes = 0; // bytes of the data messages that follow (f32: 4 x ranges; compressed: less)
-  int64_t reserved = 0;
+  int64_t stop_signal = 0;   // sync: a stop signal (SIGTERM, ...) this worker has received, 0 = none
 };
 struct ReplyHeader {
   int64_t version = 0;     // updates this server has applied (its AdamW step count)
   int64_t step = 0;        // the worker's step this answers (the resumed step for the first message)
   double grad_norm = 0;    // sync: global norm of the averaged gradient before clipping; async: 0
-  int64_t reserved = 0;
+  int64_t stop_signal = 0; // sync: every rank stops after this step (preemption) on this signal; 0 = go on
 };
 static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 4 * sizeof(int64_t));
 inline constexpr int64_t kHeaderWords = 4;

@@ -120,7 +120,7 @@ Status ParamServerWorker::finish() {
       total += bytes[c];
     }
     PushHeader& h = push_[static_cast<size_t>(s)];
-    h = PushHeader{version_, local_clip ? 1 : 0, total, 0};
+    h = PushHeader{version_, local_clip ? 1 : 0, total, stop_source_ ? static_cast<int64_t>(*stop_source_) : 0};
     // Post the answer's receives first: the server may answer as soon as the push lands.
     post_replies(s);
     pending_.emplace_back(s, link_.send_async(&h, sizeof(PushHeader), DType::u8, 1 + s, kPushHeaderTag));
@@ -144,6 +144,12 @@ Result<UpdateResult> ParamServerWorker::update(float, float, Timeline& timeline)
     for (int s = 0; s < roles_.servers; ++s) trace_(static_cast<size_t>(s), t_push_, t1);
   r.grad_norm = consistency_ != PsConsistency::sync ? local_norm_ : static_cast<float>(reply_.front().grad_norm);
   return r;
+}
+
+int ParamServerWorker::agreed_stop_signal() const {
+  int64_t sig = 0;
+  for (const ReplyHeader& h : reply_) sig = std::max(sig, h.stop_signal);  // the servers agreed: all equal
+  return static_cast<int>(sig);
 }
 
 Status ParamServerWorker::average_over_replicas(float* values, int64_t n) {

@@ -11,6 +11,7 @@
 // With a compressor (bf16, topk, onebit: compression.h) each push is compressed with error feedback,
 // one residual per server range and chunk; the answers (parameters) always travel in f32.
 #pragma once
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -64,6 +65,11 @@ class ParamServerWorker final : public GradientSync {
   // Async modes: a group of this rank alone, for per-step bookkeeping that would otherwise be a
   // collective over the workers (it would hold them in lockstep); null in sync mode.
   Communicator* solo() const { return solo_.get(); }
+  // sync: where this worker's received stop signal is read (preemption; null: none). Each push
+  // carries it; the servers agree on a step's signal over every worker and server.
+  void set_stop_signal_source(const volatile std::sig_atomic_t* received) { stop_source_ = received; }
+  // sync, after update(): the signal on which every rank stops after this step (0: go on).
+  int agreed_stop_signal() const;
   // Payload bytes this worker has pushed and pulled (headers excluded).
   uint64_t pushed_bytes() const { return pushed_bytes_; }
   uint64_t pulled_bytes() const { return pulled_bytes_; }
@@ -83,6 +89,7 @@ class ParamServerWorker final : public GradientSync {
   std::unique_ptr<Communicator> solo_;
   std::vector<ParamStore*> chunks_;
   int64_t server_steps_ = 0;
+  const volatile std::sig_atomic_t* stop_source_ = nullptr;
   float grad_clip_;
   std::vector<std::vector<FlatRange>> ranges_;        // [server][chunk]
   std::unique_ptr<Compressor> compressor_;            // null: pushes are the f32 gradient ranges

@@ -200,7 +200,7 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   if (run.val_loader && (run.state.step % cfg.train.eval_interval == 0 || planned_last))
     TS_RETURN_IF_ERROR(evaluate_and_log(run));
   // After the evaluation, so a signal that arrived during it still stops the run at this step.
-  TS_ASSIGN_OR_RETURN(const int stop_signal, agree_on_stop_signal(run.world, run.opts.stop_signal));
+  TS_ASSIGN_OR_RETURN(const int stop_signal, agreed_stop_signal(run));
   if (stop_signal && !planned_last) return stop_preempted(run, stop_signal);
   const bool periodic = cfg.train.checkpoint_interval > 0 && run.state.step % cfg.train.checkpoint_interval == 0;
   if (periodic || planned_last) TS_RETURN_IF_ERROR(save_checkpoint(run, planned_last));

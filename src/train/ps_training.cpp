@@ -3,13 +3,17 @@
 
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+
+#include "checkpoint/writer.h"
 
 #include "parallel/compression.h"
 #include "parallel/param_server.h"
 #include "parallel/param_server_worker.h"
 #include "optim/lr_schedule.h"
 #include "observe/progress.h"
+#include "train/preemption.h"
 #include "train/training_run.h"
 
 namespace tessera {
@@ -50,9 +54,17 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run,
     TS_ASSIGN_OR_RETURN(solo, workers.split(workers.rank(), 0, "solo"));
   }
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
-  return std::unique_ptr<GradientSync>(std::make_unique<ParamServerWorker>(
+  auto worker = std::make_unique<ParamServerWorker>(
       *run.backend, roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), groups, std::move(solo),
-      std::move(chunks), cfg.optim.grad_clip, compression));
+      std::move(chunks), cfg.optim.grad_clip, compression);
+  if (consistency == PsConsistency::sync) worker->set_stop_signal_source(run.opts.stop_signal);
+  return std::unique_ptr<GradientSync>(std::move(worker));
+}
+
+Result<int> agreed_stop_signal(TrainingRun& run) {
+  if (!is_param_server_run(run.cfg)) return agree_on_stop_signal(run.world, run.opts.stop_signal);
+  const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());
+  return worker ? worker->agreed_stop_signal() : 0;
 }
 
 Communicator& step_stats_group(TrainingRun& run) {
@@ -105,11 +117,13 @@ Result<TrainSummary> serve_parameters(TrainingRun& run) {
   };
   // The workers' after_step saves with the same collectives over the world; world rank 0 (a worker)
   // writes the manifest and the state (step, data position), each server its shard.
-  o.checkpoint = [&run, &server, final_step](int64_t step) {
+  o.checkpoint = [&run, &server](int64_t step, bool last) {
     run.state.step = step;
     run.state.adam_steps = server.optimizer_steps();
-    return save_run_checkpoint(run, step == final_step);
+    return save_run_checkpoint(run, last);
   };
+  const volatile std::sig_atomic_t* received = run.opts.stop_signal;
+  if (received) o.stop_requested = [received] { return static_cast<int>(*received); };
   // TESSERA_FAULT / planted faults name a server by world rank and a worker step.
   o.on_step = [&run](int64_t step) {
     run.heartbeat.beat("train", step);  // tessera launch watches every rank's progress
@@ -118,6 +132,11 @@ Result<TrainSummary> serve_parameters(TrainingRun& run) {
   o.log_path = cfg.train.out_dir + "/ps_server" + std::to_string(run.grid->coord().dp) + ".jsonl";
   TS_RETURN_IF_ERROR(server.serve(o));
   run.state.step = o.final_step;
+  if (server.stop_signal() != 0) {  // preempted: the workers' stop_preempted saved this step with us
+    run.state.step = server.stopped_after();
+    run.summary.stop_signal = server.stop_signal();
+    run.summary.preempted_checkpoint = checkpoint::checkpoint_target(cfg.train.out_dir, run.state.step).final_dir();
+  }
   return finish_training(run);
 }
 

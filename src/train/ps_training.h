@@ -40,6 +40,11 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run,
 // async modes, where it is the worker alone (a collective every step would hold the workers in lockstep).
 Communicator& step_stats_group(TrainingRun& run);
 
+// Whether every rank stops after this step on a stop signal (preemption.h), and on which (0: go
+// on): one all-reduce over the world, or in a parameter-server run the servers' agreement carried by
+// their last answer (sync; the async modes do not stop on signals).
+Result<int> agreed_stop_signal(TrainingRun& run);
+
 // A server rank's model state: run.stores holds every position's chunks, position-major
 // (ParamServer's order), initialised as the workers initialise them; this adds the ParamServer
 // over its shards (run.server).

@@ -10,6 +10,9 @@
 #   launcher  4 ranks under `tessera launch`, asynchronous saves: SIGTERM to the launcher -> the job
 #             stops with a checkpoint (a periodic save in flight finished first), the launcher exits 75 and logs the attempt "preempted" (no restart); the
 #             same command again resumes from that checkpoint and ends bitwise equal
+#   ps_sync   3 ranks, parallel.mode = "ps" (2 workers, 1 server): SIGTERM to ONE random rank, the
+#             server included -> the signal travels in the pushes and the answers, every rank stops
+#             after the same step with its checkpoint pieces, mpirun exits 75, --resume ends bitwise equal
 #   sigint2   1 process: a second SIGINT ends it at once (exit 130, no preempted checkpoint)
 #   preemption_drills.sh <tessera> <data_dir> <work_dir> <drill>...
 set -euo pipefail
@@ -20,7 +23,8 @@ mpi="$mpirun --allow-run-as-root --oversubscribe"
 common="$drill_common train.log_interval=1 train.timeout_s=120"
 # Each step stretched to ~25x its compute on rank 0 (a few tenths of a second): the signal lands mid-run.
 slow=slow:rank=0:step=1:factor=25
-train_args() { local out=$1; shift; echo "train --config $config --quiet $common train.out_dir=$out $*"; }  # out_dir overrides...
+EXTRA=  # overrides of one drill's runs (its reference and resume too)
+train_args() { local out=$1; shift; echo "train --config $config --quiet $common $EXTRA train.out_dir=$out $*"; }  # out_dir overrides...
 logged_step() {  # metrics.jsonl -> the last step with a logged loss (0: none yet)
   /usr/bin/python3 - "$1" <<'PY' 2>/dev/null || echo 0
 import json, sys
@@ -91,6 +95,30 @@ resume_to_end() {  # out_dir np step reference
   expect "$log" "$(printf 'resuming from .*step_%08d (step %d)' "$3" "$3")"
   same_weights "$1" "$4"
 }
+signal_one_rank() {  # np reference: SIGTERM to ONE random rank of np at a random step; every rank stops
+  local np=$1 ref=$2 rank at pid target step dir  # after the same step, and --resume ends bitwise equal
+  rank=$((RANDOM % np)); at=$((2 + RANDOM % 7))
+  # shellcheck disable=SC2046
+  TESSERA_HEARTBEAT_DIR=$out/hb TESSERA_FAULT=$slow $mpi -n "$np" "$tessera" $(train_args "$out") > "$log" 2>&1 &
+  pid=$!
+  wait_for_step "$out" 1 "$pid"  # rank_N.json exists
+  target=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$out/hb/rank_$rank.json")
+  sigterm_after_step "$out" "$at" "$pid" "$target" 180
+  [ "$rc" = 75 ] || { cat "$log"; fail "mpirun exited $rc after SIGTERM to rank $rank, not 75"; }
+  step=$(preempted_step "$out")
+  # Every rank's last heartbeat: "preempted" at the same step, with the checkpoint written.
+  /usr/bin/python3 - "$out/hb" "$step" "$np" <<'PY' || fail "the ranks did not all stop after step $step"
+import json, sys
+beats = [json.load(open(f"{sys.argv[1]}/rank_{r}.json")) for r in range(int(sys.argv[3]))]
+print("last heartbeats:", [(b["rank"], b["phase"], b["step"]) for b in beats])
+assert all(b["phase"] == "preempted" and b["step"] == int(sys.argv[2]) for b in beats)
+PY
+  [ "$step" -ge "$at" ] && [ "$step" -lt 12 ] || fail "stopped after step $step; the signal came after step $at"
+  dir=$(check_checkpoint "$out" "$step")
+  expect "$log" "stopping after step $step on SIGTERM: checkpoint $dir written"
+  echo "SIGTERM to rank $rank (pid $target) once step $at was logged: all $np ranks stopped after step $step"
+  resume_to_end "$out" "$np" "$step" "$ref"
+}
 rm -rf "$work"; mkdir -p "$work"
 
 for drill in "$@"; do
@@ -114,27 +142,12 @@ for drill in "$@"; do
     resume_to_end "$out" 1 "$step" ref1 ;;
   one_rank)
     reference ref4 4
-    rank=$((RANDOM % 4)); at=$((2 + RANDOM % 7))
-    # shellcheck disable=SC2046
-    TESSERA_HEARTBEAT_DIR=$out/hb TESSERA_FAULT=$slow $mpi -n 4 "$tessera" $(train_args "$out") > "$log" 2>&1 &
-    pid=$!
-    wait_for_step "$out" 1 "$pid"  # rank_N.json exists
-    target=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$out/hb/rank_$rank.json")
-    sigterm_after_step "$out" "$at" "$pid" "$target" 180
-    [ "$rc" = 75 ] || { cat "$log"; fail "mpirun exited $rc after SIGTERM to rank $rank, not 75"; }
-    step=$(preempted_step "$out")
-    # Every rank's last heartbeat: "preempted" at the same step, with the checkpoint written.
-    /usr/bin/python3 - "$out/hb" "$step" <<'PY' || fail "the ranks did not all stop after step $step"
-import json, sys
-beats = [json.load(open(f"{sys.argv[1]}/rank_{r}.json")) for r in range(4)]
-print("last heartbeats:", [(b["rank"], b["phase"], b["step"]) for b in beats])
-assert all(b["phase"] == "preempted" and b["step"] == int(sys.argv[2]) for b in beats)
-PY
-    [ "$step" -ge "$at" ] && [ "$step" -lt 12 ] || fail "stopped after step $step; the signal came after step $at"
-    dir=$(check_checkpoint "$out" "$step")
-    expect "$log" "stopping after step $step on SIGTERM: checkpoint $dir written"
-    echo "SIGTERM to rank $rank (pid $target) once step $at was logged: all 4 ranks stopped after step $step"
-    resume_to_end "$out" 4 "$step" ref4 ;;
+    signal_one_rank 4 ref4 ;;
+  ps_sync)
+    EXTRA="parallel.mode=ps"  # 2 workers and the server (the last rank), which may be the one signalled
+    reference ref_ps 3
+    signal_one_rank 3 ref_ps
+    EXTRA= ;;
   launcher)
     reference ref4 4
     at=$((2 + RANDOM % 7))
