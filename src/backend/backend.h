@@ -123,6 +123,15 @@ namespace tessera {
     (out, x, idx, k, cols))                                                                                          \
   X(scatter_add_rows, void, (float* out, const int64_t* idx, const float* x, int64_t k, int64_t cols),               \
     (out, idx, x, k, cols))                                                                                          \
+  X(topk_select, void, (int32_t * idx, int32_t * scratch, const float* m, int64_t n, int64_t k),                 \
+    (idx, scratch, m, n, k))                                                                                         \
+  X(onebit_compress, void,                                                                                           \
+    (float* scales, uint32_t* words, float* residual, const float* m, int64_t n, int64_t chunk),                     \
+    (scales, words, residual, m, n, chunk))                                                                          \
+  X(onebit_accumulate, void,                                                                                         \
+    (float* out, float scale, const float* scales, const uint32_t* words, int64_t n, int64_t chunk),                 \
+    (out, scale, scales, words, n, chunk))                                                                           \
+  X(orthonormalise_columns, void, (float* a, int64_t rows, int64_t r), (a, rows, r))                                \
   X(outer_sgd_update, void,                                                                                          \
     (float* anchor, float* velocity, const float* delta, int64_t n, float lr, float momentum, bool nesterov),        \
     (anchor, velocity, delta, n, lr, momentum, nesterov))                                                           \

@@ -184,6 +184,19 @@ void fill_f64(double* x, int64_t n, double value);
 // (the micro-batch loss Transformer::forward returns). The row sum runs in double, in row order.
 void accumulate_mean_loss(double* loss_sum, const float* losses, int64_t n, int64_t valid);
 
+// ---- gradient compression (cpu/compression_kernels.cpp; parallel/compression*.h) ----
+// Top-k: the k indices of the largest |m[i]| (ties by index), ascending, into idx[0, k);
+// scratch holds n int32 (overwritten).
+void topk_select(int32_t* idx, int32_t* scratch, const float* m, int64_t n, int64_t k);
+// 1-bit: per chunk of `chunk` elements the mean |m| (scales[c]) and each element's sign (bit set:
+// m >= 0, packed 32 to a word); residual (may be null) = m - the decoded value.
+void onebit_compress(float* scales, uint32_t* words, float* residual, const float* m, int64_t n, int64_t chunk);
+// out[i] += scale * (decoded 1-bit value of element i).
+void onebit_accumulate(float* out, float scale, const float* scales, const uint32_t* words, int64_t n, int64_t chunk);
+// PowerSGD: the r columns of the row-major (rows, r) matrix a made orthonormal in place (modified
+// Gram-Schmidt in double); a column left with (almost) nothing after the projections becomes zero.
+void orthonormalise_columns(float* a, int64_t rows, int64_t r);
+
 // ---- local SGD's outer optimizer (torch.optim.SGD's rule on the outer gradient delta) ----
 //   v = momentum * v + delta;  anchor -= lr * (nesterov ? delta + momentum * v : v)
 void outer_sgd_update(float* anchor, float* velocity, const float* delta, int64_t n, float lr, float momentum,

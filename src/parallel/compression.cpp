@@ -3,12 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <numeric>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "core/log.h"
 
@@ -75,18 +72,11 @@ class TopKCompressor final : public Compressor {
     TS_CHECK(n < INT32_MAX);
     const float* m = add_residual(backend_, grad, n, residual);
     const int64_t k = topk_count(n, ratio_);
-    order_.resize(static_cast<size_t>(n));
-    std::iota(order_.begin(), order_.end(), 0);
-    // Larger magnitude first; equal magnitudes by index, so the choice is a function of m alone.
-    auto before = [m](int32_t a, int32_t b) {
-      const float x = std::fabs(m[a]), y = std::fabs(m[b]);
-      return x > y || (x == y && a < b);
-    };
-    std::nth_element(order_.begin(), order_.begin() + k, order_.end(), before);
-    std::sort(order_.begin(), order_.begin() + k);
+    if (order_.bytes() < static_cast<size_t>(n) * sizeof(int32_t))
+      order_ = backend_.allocate(static_cast<size_t>(n) * sizeof(int32_t), MemCategory::communication);
     auto* idx = reinterpret_cast<int32_t*>(payload);
     auto* val = reinterpret_cast<float*>(payload + 4 * k);
-    std::copy_n(order_.begin(), k, idx);
+    backend_.topk_select(idx, order_.as<int32_t>(), m, n, k);
     backend_.gather(val, m, idx, k);
     if (residual) backend_.scatter_fill(residual, idx, k, 0.0f);  // it holds m: what remains was dropped
   }
@@ -99,7 +89,7 @@ class TopKCompressor final : public Compressor {
 
  private:
   double ratio_;
-  std::vector<int32_t> order_;  // scratch
+  Buffer order_;  // the selection's scratch: n int32, grown as needed
 };
 
 // Payload: one float scale per chunk of kOneBitChunk elements, then the signs packed 32 to a word
@@ -114,50 +104,16 @@ class OneBitCompressor final : public Compressor {
     const float* m = add_residual(backend_, grad, n, residual);
     auto* scales = reinterpret_cast<float*>(payload);
     auto* words = reinterpret_cast<uint32_t*>(payload + 4 * chunks(n));
-    std::memset(words, 0, static_cast<size_t>((n + 31) / 32) * 4);
-    for (int64_t c = 0; c < chunks(n); ++c) {
-      const int64_t b = c * kOneBitChunk, e = std::min(n, b + kOneBitChunk);
-      double sum = 0;
-      for (int64_t i = b; i < e; ++i) sum += std::fabs(m[i]);
-      const float s = static_cast<float>(sum / static_cast<double>(e - b));
-      scales[c] = s;
-      for (int64_t i = b; i < e; ++i) {
-        const bool positive = !(m[i] < 0.0f);
-        if (positive) words[i / 32] |= 1u << (i % 32);
-        if (residual) residual[i] = m[i] - (positive ? s : -s);
-      }
-    }
+    backend_.onebit_compress(scales, words, residual, m, n, kOneBitChunk);
   }
   void accumulate(const uint8_t* payload, int64_t n, float scale, float* out) const override {
     const auto* scales = reinterpret_cast<const float*>(payload);
     const auto* words = reinterpret_cast<const uint32_t*>(payload + 4 * chunks(n));
-    for (int64_t c = 0; c < chunks(n); ++c) {
-      const int64_t b = c * kOneBitChunk, e = std::min(n, b + kOneBitChunk);
-      const float s = scale * scales[c];
-      for (int64_t i = b; i < e; ++i) out[i] += (words[i / 32] >> (i % 32)) & 1u ? s : -s;
-    }
+    backend_.onebit_accumulate(out, scale, scales, words, n, kOneBitChunk);
   }
 };
 
 }  // namespace
-
-// A compressor that brings its own CPU backend (see make_compressor(cfg)).
-class OnOwnCpuBackend final : public Compressor {
- public:
-  explicit OnOwnCpuBackend(const CompressionConfig& cfg) : Compressor(cpu_), inner_(make_compressor(cpu_, cfg)) {}
-  CompressionKind kind() const override { return inner_->kind(); }
-  int64_t payload_bytes(int64_t n) const override { return inner_->payload_bytes(n); }
-  void compress(const float* grad, int64_t n, float* residual, uint8_t* payload) override {
-    inner_->compress(grad, n, residual, payload);
-  }
-  void accumulate(const uint8_t* payload, int64_t n, float scale, float* out) const override {
-    inner_->accumulate(payload, n, scale, out);
-  }
-
- private:
-  CpuBackend cpu_;  // stateless: the base may hold a reference before it is constructed
-  std::unique_ptr<Compressor> inner_;
-};
 
 std::unique_ptr<Compressor> make_compressor(Backend& backend, const CompressionConfig& cfg) {
   switch (cfg.kind) {
@@ -168,10 +124,6 @@ std::unique_ptr<Compressor> make_compressor(Backend& backend, const CompressionC
   }
   TS_CHECK(false && "make_compressor: none and powersgd have no flat-span compressor");
   return nullptr;
-}
-
-std::unique_ptr<Compressor> make_compressor(const CompressionConfig& cfg) {
-  return std::make_unique<OnOwnCpuBackend>(cfg);
 }
 
 }  // namespace tessera

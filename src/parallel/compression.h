@@ -3,7 +3,7 @@
 // exchange (compression_sync.h) and the parameter server move the payloads.
 //
 // Use (one message per worker, e.g. a parameter-server push):
-//   auto c = make_compressor(cfg);                      // bf16, topk or onebit
+//   auto c = make_compressor(backend, cfg);             // bf16, topk or onebit
 //   std::vector<uint8_t> wire(c->payload_bytes(n));     // the same size on every rank
 //   c->compress(grad, n, residual, wire.data());        // residual: n floats, zero at the start, kept by the caller
 //   ... send wire; the receiver, for each worker's payload:
@@ -70,9 +70,6 @@ class Compressor {
 
 // bf16, topk or onebit (CHECKs otherwise: PowerSGD needs a matrix shape, see PowerSgd).
 std::unique_ptr<Compressor> make_compressor(Backend& backend, const CompressionConfig& cfg);
-// The same on a CPU backend of the compressor's own: for the parameter server (host memory) until
-// it passes the run's backend.
-std::unique_ptr<Compressor> make_compressor(const CompressionConfig& cfg);
 
 // The k top-k keeps of n elements.
 int64_t topk_count(int64_t n, double ratio);

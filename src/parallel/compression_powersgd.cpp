@@ -19,28 +19,6 @@ PowerSgd::PowerSgd(Backend& backend, int64_t rows, int64_t cols, int rank, uint6
   for (float& x : q_) x = rng.normal();
 }
 
-void orthonormalise_columns(float* a, int64_t rows, int r) {
-  std::vector<double> col(static_cast<size_t>(rows));
-  for (int j = 0; j < r; ++j) {
-    double before = 0;
-    for (int64_t i = 0; i < rows; ++i) {
-      col[i] = a[i * r + j];
-      before += col[i] * col[i];
-    }
-    for (int k = 0; k < j; ++k) {  // modified Gram-Schmidt: project out each finished column in turn
-      double dot = 0;
-      for (int64_t i = 0; i < rows; ++i) dot += col[i] * a[i * r + k];
-      for (int64_t i = 0; i < rows; ++i) col[i] -= dot * a[i * r + k];
-    }
-    double norm = 0;
-    for (int64_t i = 0; i < rows; ++i) norm += col[i] * col[i];
-    // Little left after the projections: the column depends on the earlier ones (rank(M) < r) and
-    // what remains is rounding noise, which normalised would add a spurious direction.
-    const double inv = norm <= 1e-8 * before || norm == 0 ? 0.0 : 1.0 / std::sqrt(norm);
-    for (int64_t i = 0; i < rows; ++i) a[i * r + j] = static_cast<float>(col[i] * inv);
-  }
-}
-
 void PowerSgd::project(const float* grad, float* residual, float* p) const {
   const int64_t n = rows_ * cols_;
   backend_.add(residual, residual, grad, n);
@@ -48,7 +26,7 @@ void PowerSgd::project(const float* grad, float* residual, float* p) const {
 }
 
 void PowerSgd::factor(float* p, float* residual, float* q) const {
-  orthonormalise_columns(p, rows_, rank_);
+  backend_.orthonormalise_columns(p, rows_, rank_);
   backend_.sgemm(true, false, cols_, rank_, rows_, 1.0f, residual, cols_, p, rank_, 0.0f, q, rank_);
   backend_.sgemm(false, true, rows_, cols_, rank_, -1.0f, p, rank_, q, rank_, 1.0f, residual, cols_);
 }

@@ -55,8 +55,4 @@ class PowerSgd final : public Compressor {
   std::vector<float> scratch_;  // M when compress() is given no residual
 };
 
-// Gram-Schmidt on the r columns of a (rows x r) row-major matrix, in double; a column with almost
-// nothing left after projecting out the earlier ones (norm < 1e-4 x its norm before) becomes zero.
-void orthonormalise_columns(float* a, int64_t rows, int r);
-
 }  // namespace tessera

@@ -80,7 +80,7 @@ ParamServer::ParamServer(Backend& backend, const PsRoles& roles, int index, Comm
                          std::vector<std::vector<ParamStore*>> positions, const AdamWConfig& optim,
                          const CompressionConfig& compression)
     : backend_(backend), roles_(roles), index_(index), servers_(servers), links_(std::move(links)) {
-  if (compression.kind != CompressionKind::none) compressor_ = make_compressor(compression);
+  if (compression.kind != CompressionKind::none) compressor_ = make_compressor(backend, compression);
   for (const std::vector<ParamStore*>& chunks : positions) {
     units_.emplace_back();
     int64_t bytes = 0;

@@ -29,7 +29,7 @@ ParamServerWorker::ParamServerWorker(Backend& backend, const PsRoles& roles, PsC
     for (ParamStore* c : chunks_) ranges_.back().push_back(roles.shard(s, c->numel()));
   }
   if (compression.kind == CompressionKind::none) return;
-  compressor_ = make_compressor(compression);
+  compressor_ = make_compressor(backend_, compression);
   for (const std::vector<FlatRange>& per_chunk : ranges_) {
     residual_.emplace_back();
     wire_.emplace_back();

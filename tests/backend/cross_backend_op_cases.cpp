@@ -393,6 +393,43 @@ void case_scatter_add_rows(Backend& be, OpRun& r) {
   r.out(out);
 }
 
+// ---- gradient compression ----
+void case_topk_select(Backend& be, OpRun& r) {
+  auto m = r.rand(300);
+  m[7] = -m[3];  // a tie of magnitudes: broken by index
+  std::vector<int32_t> idx(17, -1), scratch(300);
+  be.topk_select(idx.data(), scratch.data(), m.data(), 300, 17);
+  r.out(idx);
+}
+void case_onebit_compress(Backend& be, OpRun& r) {
+  const int64_t n = 300, chunk = 64;  // a partial last chunk and a partial last word
+  auto m = r.rand(n), residual = r.rand(n);
+  m[5] = 0.f;
+  m[6] = -0.f;  // the sign bit of zeros: "not below zero" is positive
+  std::vector<float> scales(5, 7.f);
+  std::vector<uint32_t> words(10, 0xFFFFFFFFu);  // cleared by the op
+  be.onebit_compress(scales.data(), words.data(), residual.data(), m.data(), n, chunk);
+  r.out(scales);
+  r.out(words);
+  r.out(residual);
+  be.onebit_compress(scales.data(), words.data(), nullptr, m.data(), n, chunk);  // no error feedback
+  r.out(words);
+}
+void case_onebit_accumulate(Backend& be, OpRun& r) {
+  const int64_t n = 300, chunk = 64;
+  auto out = r.rand(n), scales = r.rand(5, 0.f, 1.f);
+  std::vector<uint32_t> words(10);
+  for (uint32_t& w : words) w = r.rng.next_u32();
+  be.onebit_accumulate(out.data(), 0.5f, scales.data(), words.data(), n, chunk);
+  r.out(out);
+}
+void case_orthonormalise_columns(Backend& be, OpRun& r) {
+  auto a = r.rand(40 * 3);
+  for (int64_t i = 0; i < 40; ++i) a[i * 3 + 2] = 2 * a[i * 3];  // column 2 depends on column 0: zeroed
+  be.orthonormalise_columns(a.data(), 40, 3);
+  r.out(a);
+}
+
 // ---- local SGD, the step's loss ----
 void case_outer_sgd_update(Backend& be, OpRun& r) {
   for (bool nesterov : {false, true}) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/ops.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "parallel/compression.h"
@@ -48,7 +49,7 @@ TEST(Compression, ParseNamesEveryKindAndRejectsOthers) {
 TEST(Compression, Bf16WithinHalfAnUlp) {
   const int64_t n = 5000;
   const auto g = random_vector(n, 1, 3.0f);
-  auto c = make_compressor(config(CompressionKind::bf16));
+  auto c = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::bf16));
   std::vector<uint8_t> payload(static_cast<size_t>(c->payload_bytes(n)));
   EXPECT_EQ(c->payload_bytes(n), 2 * n);
   c->compress(g.data(), n, nullptr, payload.data());
@@ -60,7 +61,7 @@ TEST(Compression, TopKKeepsExactlyTheKLargestMagnitudes) {
   const int64_t n = 10007;
   const double ratio = 0.013;
   const auto g = random_vector(n, 2);
-  auto c = make_compressor(config(CompressionKind::topk, ratio));
+  auto c = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::topk, ratio));
   const int64_t k = topk_count(n, ratio);
   EXPECT_EQ(k, 131);
   EXPECT_EQ(c->payload_bytes(n), 8 * k);
@@ -89,7 +90,7 @@ TEST(Compression, TopKKeepsExactlyTheKLargestMagnitudes) {
 
 TEST(Compression, TopKBreaksTiesByIndex) {
   const std::vector<float> g = {1, -2, 2, 0, 2, 1};
-  auto c = make_compressor(config(CompressionKind::topk, 0.5));  // k = 3
+  auto c = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::topk, 0.5));  // k = 3
   std::vector<uint8_t> payload(static_cast<size_t>(c->payload_bytes(6)));
   c->compress(g.data(), 6, nullptr, payload.data());
   EXPECT_EQ(decompress(*c, payload, 6), (std::vector<float>{0, -2, 2, 0, 2, 0}));
@@ -102,7 +103,7 @@ TEST(Compression, OneBitErrorIsTheDocumentedEnergy) {
   const int64_t n = 3 * kOneBitChunk + 77;  // a partial last chunk
   auto g = random_vector(n, 3);
   g[5] = 0.0f;  // sign(0) = +
-  auto c = make_compressor(config(CompressionKind::onebit));
+  auto c = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::onebit));
   std::vector<uint8_t> payload(static_cast<size_t>(c->payload_bytes(n)));
   EXPECT_EQ(c->payload_bytes(n), 4 * 4 + 4 * ((n + 31) / 32));
   c->compress(g.data(), n, nullptr, payload.data());
@@ -143,11 +144,11 @@ void expect_error_feedback_exact(Compressor& c, int64_t n, bool bitwise) {
 
 TEST(Compression, ErrorFeedbackCarriesExactlyWhatWasDropped) {
   const int64_t n = 4096 + 13;
-  auto topk = make_compressor(config(CompressionKind::topk, 0.02));
+  auto topk = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::topk, 0.02));
   expect_error_feedback_exact(*topk, n, /*bitwise=*/true);
-  auto bf16 = make_compressor(config(CompressionKind::bf16));
+  auto bf16 = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::bf16));
   expect_error_feedback_exact(*bf16, n, /*bitwise=*/true);  // m - bf16(m) is exact in f32
-  auto onebit = make_compressor(config(CompressionKind::onebit));
+  auto onebit = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::onebit));
   expect_error_feedback_exact(*onebit, n, /*bitwise=*/false);
   PowerSgd psgd(tessera::testing::cpu_backend(), 97, 43, 3, 7);
   expect_error_feedback_exact(psgd, 97 * 43, /*bitwise=*/false);
@@ -157,7 +158,7 @@ TEST(Compression, ErrorFeedbackSendsTheDroppedMassLater) {
   // A constant gradient under top-k: far more than k distinct elements get sent over the steps, and
   // what was sent plus what the residual holds is the true total.
   const int64_t n = 1000;
-  auto c = make_compressor(config(CompressionKind::topk, 0.01));
+  auto c = make_compressor(tessera::testing::cpu_backend(), config(CompressionKind::topk, 0.01));
   const auto g = random_vector(n, 5);
   std::vector<float> residual(static_cast<size_t>(n), 0.0f), sent(static_cast<size_t>(n), 0.0f);
   std::vector<uint8_t> payload(static_cast<size_t>(c->payload_bytes(n)));
@@ -241,7 +242,7 @@ TEST(Compression, PowerSgdTwoRoundsMatchTheLocalMessageOnOneReplica) {
 
 TEST(Compression, OrthonormaliseZeroesADependentColumn) {
   std::vector<float> a = {1, 2, 2, 4, 3, 6};  // (3 x 2), column 1 = 2 x column 0
-  orthonormalise_columns(a.data(), 3, 2);
+  ops::orthonormalise_columns(a.data(), 3, 2);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(a[i * 2 + 1], 0.0f, 1e-6f);
   EXPECT_NEAR(a[0] * a[0] + a[2] * a[2] + a[4] * a[4], 1.0f, 1e-6f);
 }
