@@ -79,23 +79,22 @@ Result<double> ModelParallelSync::grad_sum_of_squares() {
 
 Result<UpdateResult> ModelParallelSync::update(float lr, float max_norm, Timeline& timeline) {
   if (parts_.size() == 1 && g_.tp->size() == 1 && g_.pp->size() == 1) return parts_[0].dp->update(lr, max_norm, timeline);
-  UpdateResult r;
-  {
-    TimelineSpan span(timeline, "optimizer", "compute");
-    TS_ASSIGN_OR_RETURN(double ss, grad_sum_of_squares());
-    const double norm = std::sqrt(ss);
-    if (max_norm > 0 && norm > max_norm) {
-      const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-      for (Part& p : parts_) p.dp->scale_grads(scale);
-    }
-    r.grad_norm = static_cast<float>(norm);
-    for (Part& p : parts_) p.dp->step_owned(lr);
-  }
-  TS_RETURN_IF_ERROR(timed_wait(timeline, "parameter sync wait", &r.parameter_wait_s, [&] {
-    for (Part& p : parts_) TS_RETURN_IF_ERROR(p.dp->complete_update());
-    return Status::ok_status();
-  }));
-  return r;
+  return timed_update(
+      timeline,
+      [&]() -> Result<float> {
+        TS_ASSIGN_OR_RETURN(const double ss, grad_sum_of_squares());
+        const double norm = std::sqrt(ss);
+        if (max_norm > 0 && norm > max_norm) {
+          const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+          for (Part& p : parts_) p.dp->scale_grads(scale);
+        }
+        for (Part& p : parts_) p.dp->step_owned(lr);
+        return static_cast<float>(norm);
+      },
+      [&] {
+        for (Part& p : parts_) TS_RETURN_IF_ERROR(p.dp->complete_update());
+        return Status::ok_status();
+      });
 }
 
 Status ModelParallelSync::average_over_replicas(float* values, int64_t n) {

@@ -2,19 +2,12 @@
 #include "parallel/param_server_worker.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "backend/ops.h"
 #include "comm/agreement.h"
 #include "parallel/param_server_replica.h"
 
 namespace tessera {
-
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 ParamServerWorker::ParamServerWorker(Backend& backend, const PsRoles& roles, PsConsistency consistency,
                                      std::unique_ptr<Communicator> link, const ModelParallelGroups& groups,
@@ -100,7 +93,7 @@ Status ParamServerWorker::finish() {
   if (model_parallel_) TS_RETURN_IF_ERROR(correct_replica_grads(backend_, groups_, chunks_));
   const bool local_clip = consistency_ != PsConsistency::sync;
   if (local_clip) TS_RETURN_IF_ERROR(clip_locally());
-  t_push_ = now_s();
+  t_push_ = Timeline::now_s();
   for (int s = 0; s < roles_.servers; ++s) {
     const std::vector<FlatRange>& per_chunk = ranges_[static_cast<size_t>(s)];
     std::vector<const void*> payload(chunks_.size());
@@ -135,13 +128,13 @@ Status ParamServerWorker::finish() {
 
 Result<UpdateResult> ParamServerWorker::update(float, float, Timeline& timeline) {
   UpdateResult r;
-  const double t0 = now_s();
   TS_RETURN_IF_ERROR(timed_wait(timeline, "parameter sync wait", &r.parameter_wait_s,
                                 [&] { return wait_replies("this worker's push"); }));
-  const double t1 = now_s();
-  exposed_wait_s_ += t1 - t0;
-  if (trace_)
-    for (int s = 0; s < roles_.servers; ++s) trace_(static_cast<size_t>(s), t_push_, t1);
+  exposed_wait_s_ += r.parameter_wait_s;
+  if (trace_) {
+    const double answered = Timeline::now_s();
+    for (int s = 0; s < roles_.servers; ++s) trace_(static_cast<size_t>(s), t_push_, answered);
+  }
   r.grad_norm = consistency_ != PsConsistency::sync ? local_norm_ : static_cast<float>(reply_.front().grad_norm);
   return r;
 }

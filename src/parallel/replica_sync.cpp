@@ -29,15 +29,26 @@ Result<double> ordered_sum(Communicator& comm, double local, const char* what) {
   return total;
 }
 
-Result<UpdateResult> ReplicaSync::update(float lr, float max_norm, Timeline& timeline) {
+Result<UpdateResult> timed_update(Timeline& timeline, const std::function<Result<float>()>& clip_and_step,
+                                  const std::function<Status()>& complete) {
   UpdateResult r;
   {
     TimelineSpan span(timeline, "optimizer", "compute");
-    TS_ASSIGN_OR_RETURN(r.grad_norm, clip_own_grad_norm(max_norm));
-    step_owned(lr);
+    TS_ASSIGN_OR_RETURN(r.grad_norm, clip_and_step());
   }
-  TS_RETURN_IF_ERROR(timed_wait(timeline, "parameter sync wait", &r.parameter_wait_s, [&] { return complete_update(); }));
+  TS_RETURN_IF_ERROR(timed_wait(timeline, "parameter sync wait", &r.parameter_wait_s, complete));
   return r;
+}
+
+Result<UpdateResult> ReplicaSync::update(float lr, float max_norm, Timeline& timeline) {
+  return timed_update(
+      timeline,
+      [&]() -> Result<float> {
+        TS_ASSIGN_OR_RETURN(const float norm, clip_own_grad_norm(max_norm));
+        step_owned(lr);
+        return norm;
+      },
+      [&] { return complete_update(); });
 }
 
 }  // namespace tessera

@@ -27,6 +27,11 @@ Result<double> ordered_sum(Communicator& comm, double local, const char* what);
 double full_grad_sum_of_squares(Backend& backend, const ParamStore& store, const CountedTensor& counted);
 Status sum_full_grad_over(Communicator& group, ParamStore& store, const ParamInfo& p);
 
+// An update's two timed parts: clip_and_step (returns the norm before clipping) drawn as
+// "optimizer", then complete (the parameter exchange) as "parameter sync wait".
+Result<UpdateResult> timed_update(Timeline& timeline, const std::function<Result<float>()>& clip_and_step,
+                                  const std::function<Status()>& complete);
+
 class ReplicaSync : public GradientSync {
  public:
   // The whole update of this chunk alone: clip_own_grad_norm, step_owned, complete_update.
