@@ -5,6 +5,8 @@
 #include <cpuid.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 namespace tessera {
 namespace {
 
@@ -30,6 +32,15 @@ __attribute__((constructor(101))) void require_baseline_isa() {
 
 }  // namespace
 
+Result<std::optional<CpuIsa>> cpu_isa_ceiling() {
+  const char* value = std::getenv(kCpuIsaCeilingVariable);
+  if (value == nullptr || *value == '\0') return std::optional<CpuIsa>();
+  for (CpuIsa isa : kCpuIsaLevels)
+    if (std::string_view(value) == cpu_isa_name(isa)) return std::optional<CpuIsa>(isa);
+  return invalid_argument(std::string("unknown ") + kCpuIsaCeilingVariable + "=\"" + value +
+                          "\": use avx2, avx512 or avx512_bf16, or unset it for every level the CPU has");
+}
+
 CpuFeatures detect_cpu_features() {
   __builtin_cpu_init();
   CpuFeatures f;
@@ -37,6 +48,13 @@ CpuFeatures detect_cpu_features() {
   f.avx512 = f.avx2_fma && __builtin_cpu_supports("x86-64-v4");
   f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
   f.amx_bf16 = f.avx512_bf16 && has_amx_bf16();
+  Result<std::optional<CpuIsa>> ceiling = cpu_isa_ceiling();
+  if (ceiling.ok() && ceiling->has_value()) {
+    const CpuFeatures found = f;
+    if (**ceiling == CpuIsa::avx2) f.avx512 = false;
+    if (**ceiling != CpuIsa::avx512_bf16) f.avx512_bf16 = f.amx_bf16 = false;
+    f.capped = found.avx512 != f.avx512 || found.avx512_bf16 != f.avx512_bf16;
+  }
   return f;
 }
 
@@ -70,6 +88,11 @@ std::string cpu_features_string(const CpuFeatures& cpu) {
   if (cpu.avx512) s += " avx512";
   if (cpu.avx512_bf16) s += " avx512_bf16";
   if (cpu.amx_bf16) s += " amx_bf16";
+  if (cpu.capped) {
+    Result<std::optional<CpuIsa>> ceiling = cpu_isa_ceiling();
+    s += std::string(", more hidden by ") + kCpuIsaCeilingVariable + "=" +
+         (ceiling.ok() && ceiling->has_value() ? cpu_isa_name(**ceiling) : "?");
+  }
   return s;
 }
 

@@ -4,6 +4,7 @@
 // a lower level so that every path can be tested on any machine.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,8 +22,18 @@ struct CpuFeatures {
   bool avx512 = false;       // the whole x86-64-v4 set, enabled by the OS
   bool avx512_bf16 = false;  // AVX512-BF16
   bool amx_bf16 = false;     // AMX tiles with bf16 (oneDNN only)
+  bool capped = false;       // TESSERA_MAX_CPU_ISA hid levels the CPU has
 };
 
+// The environment variable that caps this process at a level, whatever the CPU has (as oneDNN's
+// ONEDNN_MAX_CPU_ISA does): `TESSERA_MAX_CPU_ISA=avx2 ctest` runs a whole suite or job, every
+// subprocess included, at a lower level without editing configs or flags.
+inline constexpr const char* kCpuIsaCeilingVariable = "TESSERA_MAX_CPU_ISA";
+// The level it names; nullopt when it is unset or empty; invalid_argument naming the choices otherwise.
+Result<std::optional<CpuIsa>> cpu_isa_ceiling();
+
+// What this CPU has, less what TESSERA_MAX_CPU_ISA hides (an invalid value hides nothing here:
+// select_cpu_isa reports it).
 CpuFeatures detect_cpu_features();
 bool cpu_isa_supported(CpuIsa isa, const CpuFeatures& cpu);
 CpuIsa best_cpu_isa(const CpuFeatures& cpu);

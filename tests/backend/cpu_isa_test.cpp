@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -61,6 +62,37 @@ TEST(CpuIsa, RequestsParseFromTheirNames) {
   EXPECT_EQ(resolve_cpu_isa(CpuIsaRequest::automatic, avx2_only).value(), CpuIsa::avx2);
   EXPECT_EQ(resolve_cpu_isa(CpuIsaRequest::avx512, avx2_only).status().message(),
             resolve_cpu_isa("avx512", avx2_only).status().message());
+}
+
+// TESSERA_MAX_CPU_ISA hides the levels above it (so a whole suite runs at avx2 on an AVX-512 machine),
+// says so in the features string, and an unknown value is an error naming the variable.
+TEST(CpuIsa, TheEnvironmentCeilingHidesHigherLevels) {
+  const char* saved = std::getenv(kCpuIsaCeilingVariable);
+  const std::string restore = saved ? saved : "";
+  setenv(kCpuIsaCeilingVariable, "avx2", 1);
+  const CpuFeatures capped = detect_cpu_features();
+  EXPECT_FALSE(capped.avx512);
+  EXPECT_FALSE(capped.avx512_bf16);
+  EXPECT_FALSE(capped.amx_bf16);
+  EXPECT_EQ(best_cpu_isa(capped), CpuIsa::avx2);
+  unsetenv(kCpuIsaCeilingVariable);
+  const CpuFeatures real = detect_cpu_features();
+  EXPECT_FALSE(real.capped);
+  EXPECT_EQ(capped.capped, real.avx512) << "only a CPU with AVX-512 has anything to hide";
+  if (capped.capped) {
+    EXPECT_NE(cpu_features_string(capped).find("hidden by TESSERA_MAX_CPU_ISA"), std::string::npos);
+  }
+  setenv(kCpuIsaCeilingVariable, "avx1024", 1);
+  Result<std::optional<CpuIsa>> bad = cpu_isa_ceiling();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("TESSERA_MAX_CPU_ISA=\"avx1024\""), std::string::npos)
+      << bad.status().message();
+  EXPECT_EQ(detect_cpu_features().avx512, real.avx512) << "an invalid ceiling hides nothing";
+  if (restore.empty()) {
+    unsetenv(kCpuIsaCeilingVariable);
+  } else {
+    setenv(kCpuIsaCeilingVariable, restore.c_str(), 1);
+  }
 }
 
 TEST(CpuIsa, EveryLevelHasAFullTableOfItsOwnKernels) {

@@ -62,8 +62,11 @@ const CpuKernels& cpu_kernels(CpuIsa isa) {
 const CpuKernels& active_cpu_kernels() {
   const CpuKernels* k = selection().kernels.load(std::memory_order_acquire);
   if (k != nullptr) return *k;
-  // No command chose a level (a test, a tool): the best one this CPU has.
-  const CpuKernels* best = &cpu_kernels(best_cpu_isa(detect_cpu_features()));
+  // No command chose a level (a test, a tool): the best one this CPU has, or TESSERA_MAX_CPU_ISA lets it
+  // have, oneDNN capped to match (a no-op if oneDNN already ran; cpu_isa_summary shows its level).
+  const CpuFeatures cpu = detect_cpu_features();
+  if (cpu.capped) dnnl_set_max_cpu_isa(onednn_cap(best_cpu_isa(cpu)));
+  const CpuKernels* best = &cpu_kernels(best_cpu_isa(cpu));
   selection().kernels.compare_exchange_strong(k, best, std::memory_order_acq_rel);
   return *selection().kernels.load(std::memory_order_acquire);
 }
@@ -77,6 +80,8 @@ Status select_cpu_isa(std::string_view request) {
 }
 
 Status select_cpu_isa(CpuIsaRequest request) {
+  Result<std::optional<CpuIsa>> ceiling = cpu_isa_ceiling();
+  if (!ceiling.ok()) return ceiling.status();
   const CpuFeatures cpu = detect_cpu_features();
   Result<CpuIsa> isa = resolve_cpu_isa(request, cpu);
   if (!isa.ok()) return isa.status();
@@ -88,8 +93,10 @@ Status select_cpu_isa(CpuIsaRequest request) {
     return invalid_argument(std::string("the CPU level is already chosen (") + cpu_isa_name(s.isa) +
                             "); choose cpu_isa once, when the command starts");
   }
-  // "auto" leaves oneDNN free to use everything it finds (AMX included); a named level caps it.
-  if (request != CpuIsaRequest::automatic && dnnl_set_max_cpu_isa(onednn_cap(*isa)) != dnnl_success)
+  // "auto" leaves oneDNN free to use everything it finds (AMX included) unless TESSERA_MAX_CPU_ISA hid
+  // levels; a named level caps it.
+  const bool cap_onednn = request != CpuIsaRequest::automatic || cpu.capped;
+  if (cap_onednn && dnnl_set_max_cpu_isa(onednn_cap(*isa)) != dnnl_success)
     return internal_error(std::string("oneDNN refused the ISA cap for cpu_isa = ") + cpu_isa_name(*isa) +
                           ": it was used before the level was chosen (select_cpu_isa must run first)");
   s.kernels.store(want, std::memory_order_release);
@@ -106,6 +113,7 @@ CpuIsa active_cpu_isa() {
 }
 
 std::string cpu_isa_summary() {
+  ops::active_cpu_kernels();  // without a command's choice, the default level (and oneDNN's cap) takes effect
   const CpuIsa isa = active_cpu_isa();
   bool forced = false;
   {
