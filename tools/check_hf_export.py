@@ -10,6 +10,10 @@ Not part of the build or CI (it needs transformers from PyPI). Set up once:
   /tmp/hfvenv/bin/pip install -r tools/requirements-hf-check.txt
 Run:
   /tmp/hfvenv/bin/python tools/check_hf_export.py --tessera build/src/cli/tessera
+Also runs with transformers 5 (measured: 5.24.0, tokenizers 0.23.3, PyTorch 2.15 from PyPI, in a plain venv:
+`pip install torch transformers tokenizers safetensors sentencepiece protobuf`). transformers 5 ignores
+`use_fast=False`: AutoTokenizer then always returns the tokenizers-backed LlamaTokenizer converted from
+tokenizer.model, never SentencePiece itself; the tokenizer lines say which backend was checked.
 Exit status 0 when every check passes; the measured differences are printed either way.
 """
 import argparse
@@ -53,9 +57,16 @@ def tessera_logits(tessera, run_dir, out, ids=None, text=None):
     return t["tokens"].to(torch.int64).tolist(), t["logits"].to(torch.float64)
 
 
+def transformers_major():
+    import transformers
+    return int(transformers.__version__.split(".")[0])
+
+
 def check_model(tessera, work, name, run_dir, hf_dir, vocab, T):
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
+    # transformers 5 renamed torch_dtype to dtype (the old name warns); 4.x only knows torch_dtype.
+    dtype_arg = "dtype" if transformers_major() >= 5 else "torch_dtype"
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, **{dtype_arg: torch.float32})
     model.eval()
     rng = random.Random(7)
     worst = 0.0
@@ -80,7 +91,11 @@ def check_tokenizer(tessera, work, name, run_dir, hf_dir, use_fast):
         theirs = tok(s, add_special_tokens=True)["input_ids"]
         if ours != theirs:
             bad.append((s, ours[:12], theirs[:12]))
-    kind = f"{type(tok).__name__} (use_fast={use_fast})"
+    # Which implementation was checked: SentencePiece itself (a slow tokenizer) or a tokenizers-library one.
+    # transformers 5 drops use_fast and always returns the latter.
+    backend = "tokenizers library" if tok.is_fast else "Python/SentencePiece"
+    ignored = ", use_fast ignored by this transformers" if (not use_fast and tok.is_fast) else ""
+    kind = f"{type(tok).__name__} (use_fast={use_fast}: {backend}{ignored})"
     print(f"  {name}: AutoTokenizer {kind}: "
           + ("same ids as Tessera on every sample" if not bad else f"DIFFERS on {len(bad)} of {len(SAMPLES)} samples"))
     for s, o, t in bad[:2]:

@@ -95,9 +95,10 @@ Result<HfTokenizerFiles> sentencepiece_files(const DatasetManifest& m, int64_t m
   out.files["tokenizer.model"] = std::move(model);
   out.files["tokenizer_config.json"] = config.dump(2) + "\n";
   out.note = "tokenizer: SentencePiece " + m.tokenizer_kind +
-             " as tokenizer.model (LlamaTokenizer). AutoTokenizer.from_pretrained(DIR, use_fast=False) encodes "
-             "with SentencePiece itself, to the same ids as Tessera; the fast tokenizer transformers converts "
-             "from it by default is not guaranteed to (see docs/usage.md)";
+             " as tokenizer.model (LlamaTokenizer). On transformers 4.x, AutoTokenizer.from_pretrained(DIR, "
+             "use_fast=False) encodes with SentencePiece itself, to the same ids as Tessera; the tokenizer "
+             "transformers converts from it (the 4.x default, and always on 5.x) is not guaranteed to (see "
+             "docs/usage.md)";
   return out;
 }
 
