@@ -2,7 +2,7 @@
 # Side-by-side training-step benchmark: Tessera (at each CPU kernel level) vs PyTorch CPU (each installed
 # variant) on identical models, batch, threads and optimizer, in one run. Prints a table with the ratio to
 # the fastest PyTorch variant and the share of the same-run sgemm peak, and writes
-# bench/results/model_bench.json.
+# bench/results/${RESULT_NAME:-model_bench}.json (per-run files go to bench/results/${RESULT_NAME}_runs/).
 # Usage: bench/run_model_bench.sh [build_dir] [steps]
 # Environment:
 #   CONFIGS="gpt2:1:1024 bench-small:8:512 bench-tiny:8:256"   preset:batch:seq
@@ -15,7 +15,10 @@ set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-5}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
+RESULT_NAME=${RESULT_NAME:-model_bench}
+SUMMARY=$HERE/bench/results/$RESULT_NAME.json
 OUT=$HERE/bench/results
+[[ $RESULT_NAME == model_bench ]] || OUT=$HERE/bench/results/${RESULT_NAME}_runs  # one machine's runs together
 mkdir -p "$OUT"
 CONFIGS=${CONFIGS:-"gpt2:1:1024 bench-small:8:512 bench-tiny:8:256"}
 THREADS=${THREADS:-"1 2"}
@@ -53,7 +56,7 @@ for cfg in $CONFIGS; do
     done
   done
 done
-/usr/bin/python3 - "$OUT/model_bench.json" "${RESULTS[@]}" <<'PY'
+/usr/bin/python3 - "$SUMMARY" "${RESULTS[@]}" <<'PY'
 import json, sys
 out, files = sys.argv[1], sys.argv[2:]
 runs = [json.load(open(f)) for f in files]
