@@ -37,34 +37,50 @@ for cfg in $CONFIGS; do
         --cpu-isa "$isa" --json "$f" >&2
       RESULTS+=("$f")
     done
-    for variant in $TORCH_VARIANTS; do
-      IFS=: read -r which attention compile <<<"$variant"
-      if [[ $which == debian ]]; then
-        # Debian's torch 1.13 at its best here: OpenMP OpenBLAS, OPENBLAS_CORETYPE unset for this process.
-        py=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
-            OMP_NUM_THREADS="$th" /usr/bin/python3)
-      else
-        [[ -x $TORCH_VENV/bin/python ]] || continue
-        py=(env -u OPENBLAS_CORETYPE OMP_NUM_THREADS="$th" TORCHINDUCTOR_COMPILE_THREADS=1 "$TORCH_VENV/bin/python")
-      fi
-      f="$OUT/pytorch_${model}_${th}_${which}_${attention}${compile:+_compile}.json"
-      flags=(--attention "$attention")
-      [[ -n $compile ]] && flags+=(--compile)
-      "${py[@]}" "$HERE/tools/bench_pytorch.py" --model "$model" --batch "$B" --seq "$T" --threads "$th" \
-        --steps "$STEPS" "${flags[@]}" 2>/dev/null >"$f" || { echo "skipped: pytorch $variant ($model)" >&2; continue; }
-      RESULTS+=("$f")
+    # PyTorch at the machine's own level, and, where Tessera runs a forced avx2 that is not the native
+    # level, capped at AVX2 as well (its ATen kernels, MKL, oneDNN and OpenBLAS), so each Tessera level is
+    # compared with PyTorch at the same level.
+    caps=(native)
+    [[ " $CPU_ISAS " == *" avx2 "* && $AUTO_ISA != avx2 ]] && caps+=(avx2)
+    for cap in "${caps[@]}"; do
+      capenv=()
+      [[ $cap == avx2 ]] && capenv=(ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+                                   OPENBLAS_CORETYPE=Haswell TESSERA_BENCH_CPU_CAP=avx2)
+      for variant in $TORCH_VARIANTS; do
+        IFS=: read -r which attention compile <<<"$variant"
+        if [[ $which == debian ]]; then
+          # Debian's torch 1.13 at its best here: OpenMP OpenBLAS, OPENBLAS_CORETYPE unset for this process.
+          py=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
+              OMP_NUM_THREADS="$th" "${capenv[@]}" /usr/bin/python3)
+        else
+          [[ -x $TORCH_VENV/bin/python ]] || continue
+          py=(env -u OPENBLAS_CORETYPE OMP_NUM_THREADS="$th" TORCHINDUCTOR_COMPILE_THREADS=1 "${capenv[@]}"
+              "$TORCH_VENV/bin/python")
+        fi
+        suffix=""
+        [[ $cap == avx2 ]] && suffix=_avx2
+        f="$OUT/pytorch_${model}_${th}_${which}_${attention}${compile:+_compile}${suffix}.json"
+        flags=(--attention "$attention")
+        [[ -n $compile ]] && flags+=(--compile)
+        "${py[@]}" "$HERE/tools/bench_pytorch.py" --model "$model" --batch "$B" --seq "$T" --threads "$th" \
+          --steps "$STEPS" "${flags[@]}" 2>/dev/null >"$f" || { echo "skipped: pytorch $variant $cap ($model)" >&2; continue; }
+        RESULTS+=("$f")
+      done
     done
   done
 done
-/usr/bin/python3 - "$SUMMARY" "${RESULTS[@]}" <<'PY'
+/usr/bin/python3 - "$SUMMARY" "$AUTO_ISA" "${RESULTS[@]}" <<'PY'
 import json, sys
-out, files = sys.argv[1], sys.argv[2:]
+out, auto_isa, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 runs = [json.load(open(f)) for f in files]
 rows = []
 print(f"{'model':<12} {'thr':>3} {'tessera level':<14} {'tok/s':>8} {'best pytorch':<28} {'tok/s':>8} {'ratio':>6} "
       f"{'% peak':>7} {'RSS MiB T/P':>12}")
 for t in (r for r in runs if r["impl"] == "tessera"):
-    same = [p for p in runs if p["impl"] == "pytorch" and p["model"] == t["model"] and p["threads"] == t["threads"]]
+    # A forced avx2 below the native level meets PyTorch capped at AVX2 too; every other level, PyTorch as is.
+    cap = "avx2" if t["cpu_isa"] == "avx2" and auto_isa != "avx2" else "native"
+    same = [p for p in runs if p["impl"] == "pytorch" and p["model"] == t["model"] and p["threads"] == t["threads"]
+            and p.get("cpu_cap", "native") == cap]
     if not same:
         continue
     best = max(same, key=lambda p: p["tokens_per_s"])
@@ -76,6 +92,6 @@ for t in (r for r in runs if r["impl"] == "tessera"):
 print("every PyTorch variant (tok/s):")
 for p in (r for r in runs if r["impl"] == "pytorch"):
     print(f"  {p['model']:<12} {p['threads']:>3} torch {p['torch']:<16} {p.get('attention', 'manual'):<7} "
-          f"{'compile' if p.get('compiled') else 'eager':<8} {p['tokens_per_s']:>8.0f}")
+          f"{'compile' if p.get('compiled') else 'eager':<8} {p.get('cpu_cap', 'native'):<7} {p['tokens_per_s']:>8.0f}")
 json.dump(rows, open(out, "w"), indent=1)
 PY

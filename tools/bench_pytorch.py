@@ -4,7 +4,7 @@
 bench_train_step. Run with Debian's /usr/bin/python3 (python3-torch) or a newer torch in a
 benchmark-only virtual environment; a tool, never a build or run-time dependency. Prints one JSON line.
 --attention sdpa (F.scaled_dot_product_attention) and --compile (torch.compile) need torch >= 2.0."""
-import argparse, json, math, resource, sys, time
+import argparse, json, math, os, resource, sys, time
 
 import torch
 import torch.nn as nn
@@ -109,7 +109,16 @@ def main():
     print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "model": a.model, "B": a.batch, "T": a.seq,
                       "threads": a.threads, "step_s": t, "tokens_per_s": a.batch * a.seq / t,
                       "peak_rss_mb": rss_mb, "blas": torch.__config__.show().count("OpenBLAS") > 0,
-                      "torch_version": torch.__version__, "attention": a.attention, "compiled": a.compile}))
+                      "torch_version": torch.__version__, "attention": a.attention, "compiled": a.compile,
+                      # bench/run_model_bench.sh caps PyTorch's kernels (ATen, MKL, oneDNN, OpenBLAS) at AVX2
+                      # for the forced-avx2 comparison; ATen's own report shows the cap took effect.
+                      "cpu_cap": os.environ.get("TESSERA_BENCH_CPU_CAP", "native"),
+                      "aten_cpu_capability": aten_cpu_capability()}))
+
+
+def aten_cpu_capability():
+    get = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    return get() if get else "unknown (torch " + torch.__version__ + ")"
 
 
 if __name__ == "__main__":
