@@ -26,5 +26,15 @@ expect_error "unparsable file" "broken.toml" -- \
   "$TESSERA" train --config broken.toml data.dir=ds train.out_dir=new
 expect_error "missing config file" "nonexistent.toml" -- \
   "$TESSERA" train --config nonexistent.toml
+# TESSERA_MAX_CPU_ISA caps every level choice: an unknown value is refused naming the variable, a named
+# level above the cap is refused, and the cap reaches --version and oneDNN.
+expect_error "unknown TESSERA_MAX_CPU_ISA" "TESSERA_MAX_CPU_ISA=\"avx3\"|avx2, avx512 or avx512_bf16" -- \
+  env TESSERA_MAX_CPU_ISA=avx3 "$TESSERA" train --config "$CONFIG" "${TINY[@]}" data.dir=ds train.out_dir=new
+expect_error "a level above TESSERA_MAX_CPU_ISA" "cpu_isa = \"avx512\"|\"avx2\"" -- \
+  env TESSERA_MAX_CPU_ISA=avx2 "$TESSERA" train --config "$CONFIG" "${TINY[@]}" data.dir=ds train.out_dir=new \
+  train.cpu_isa=avx512
+capped=$(TESSERA_MAX_CPU_ISA=avx2 "$TESSERA" --version)
+grep -q "^CPU kernels: avx2 (auto; " <<<"$capped" || fail "the cap is not the level in --version: $capped"
+grep -q "oneDNN: avx2)" <<<"$capped" || fail "oneDNN is not capped with the kernels: $capped"
 [[ ! -e new ]] || fail "a refused run created its out_dir"
 echo PASS
