@@ -123,7 +123,7 @@ debs=("$PKG_DIR"/tessera_*.deb)
 [[ -f "${debs[0]}" && ${#debs[@]} -eq 1 ]] || { FAIL "cpack made one tessera_*.deb in $PKG_DIR (found: ${debs[*]})"; exit 1; }
 DEB=$(basename "${debs[0]}")
 INFO "$DEB: Depends: $(dpkg-deb -f "${debs[0]}" Depends)"
-INFO "$DEB: Recommends: $(dpkg-deb -f "${debs[0]}" Recommends)"
+INFO "$DEB: Suggests: $(dpkg-deb -f "${debs[0]}" Suggests)"
 rm -f "$CHROOT"/root/tessera_*.deb
 cp "${debs[0]}" "$CHROOT/root/"
 

@@ -53,7 +53,7 @@ CpuFeatures detect_cpu_features() {
     const CpuFeatures found = f;
     if (**ceiling == CpuIsa::avx2) f.avx512 = false;
     if (**ceiling != CpuIsa::avx512_bf16) f.avx512_bf16 = f.amx_bf16 = false;
-    f.capped = found.avx512 != f.avx512 || found.avx512_bf16 != f.avx512_bf16;
+    if (found.avx512 != f.avx512 || found.avx512_bf16 != f.avx512_bf16) f.capped_at = **ceiling;
   }
   return f;
 }
@@ -88,11 +88,7 @@ std::string cpu_features_string(const CpuFeatures& cpu) {
   if (cpu.avx512) s += " avx512";
   if (cpu.avx512_bf16) s += " avx512_bf16";
   if (cpu.amx_bf16) s += " amx_bf16";
-  if (cpu.capped) {
-    Result<std::optional<CpuIsa>> ceiling = cpu_isa_ceiling();
-    s += std::string(", more hidden by ") + kCpuIsaCeilingVariable + "=" +
-         (ceiling.ok() && ceiling->has_value() ? cpu_isa_name(**ceiling) : "?");
-  }
+  if (cpu.capped_at) s += std::string(", more hidden by ") + kCpuIsaCeilingVariable + "=" + cpu_isa_name(*cpu.capped_at);
   return s;
 }
 

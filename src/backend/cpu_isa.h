@@ -22,7 +22,8 @@ struct CpuFeatures {
   bool avx512 = false;       // the whole x86-64-v4 set, enabled by the OS
   bool avx512_bf16 = false;  // AVX512-BF16
   bool amx_bf16 = false;     // AMX tiles with bf16 (oneDNN only)
-  bool capped = false;       // TESSERA_MAX_CPU_ISA hid levels the CPU has
+  // Set when TESSERA_MAX_CPU_ISA hid levels the CPU has: the level it capped this process at.
+  std::optional<CpuIsa> capped_at;
 };
 
 // The environment variable that caps this process at a level, whatever the CPU has (as oneDNN's

@@ -77,9 +77,10 @@ TEST(CpuIsa, TheEnvironmentCeilingHidesHigherLevels) {
   EXPECT_EQ(best_cpu_isa(capped), CpuIsa::avx2);
   unsetenv(kCpuIsaCeilingVariable);
   const CpuFeatures real = detect_cpu_features();
-  EXPECT_FALSE(real.capped);
-  EXPECT_EQ(capped.capped, real.avx512) << "only a CPU with AVX-512 has anything to hide";
-  if (capped.capped) {
+  EXPECT_FALSE(real.capped_at.has_value());
+  EXPECT_EQ(capped.capped_at.has_value(), real.avx512) << "only a CPU with AVX-512 has anything to hide";
+  if (capped.capped_at) {
+    EXPECT_EQ(*capped.capped_at, CpuIsa::avx2);
     EXPECT_NE(cpu_features_string(capped).find("hidden by TESSERA_MAX_CPU_ISA"), std::string::npos);
   }
   setenv(kCpuIsaCeilingVariable, "avx1024", 1);

@@ -65,7 +65,7 @@ const CpuKernels& active_cpu_kernels() {
   // No command chose a level (a test, a tool): the best one this CPU has, or TESSERA_MAX_CPU_ISA lets it
   // have, oneDNN capped to match (a no-op if oneDNN already ran; cpu_isa_summary shows its level).
   const CpuFeatures cpu = detect_cpu_features();
-  if (cpu.capped) dnnl_set_max_cpu_isa(onednn_cap(best_cpu_isa(cpu)));
+  if (cpu.capped_at) dnnl_set_max_cpu_isa(onednn_cap(best_cpu_isa(cpu)));
   const CpuKernels* best = &cpu_kernels(best_cpu_isa(cpu));
   selection().kernels.compare_exchange_strong(k, best, std::memory_order_acq_rel);
   return *selection().kernels.load(std::memory_order_acquire);
@@ -95,7 +95,7 @@ Status select_cpu_isa(CpuIsaRequest request) {
   }
   // "auto" leaves oneDNN free to use everything it finds (AMX included) unless TESSERA_MAX_CPU_ISA hid
   // levels; a named level caps it.
-  const bool cap_onednn = request != CpuIsaRequest::automatic || cpu.capped;
+  const bool cap_onednn = request != CpuIsaRequest::automatic || cpu.capped_at.has_value();
   if (cap_onednn && dnnl_set_max_cpu_isa(onednn_cap(*isa)) != dnnl_success)
     return internal_error(std::string("oneDNN refused the ISA cap for cpu_isa = ") + cpu_isa_name(*isa) +
                           ": it was used before the level was chosen (select_cpu_isa must run first)");
