@@ -1,7 +1,6 @@
 // tessera train --config run.toml [section.key=value ...] [--resume]: one process or an mpirun job.
 #include <chrono>
 #include <cstdio>
-#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +12,6 @@
 #include "core/log.h"
 #include "train/heartbeat_file.h"
 #include "train/preemption.h"
-#include "train/ps_training.h"
 #include "config/run_config.h"
 #include "train/trainer.h"
 
@@ -70,10 +68,8 @@ int run_train(const TrainArgs& a) {
   auto world = MpiCommunicator::create_world(co);
   if (!world.ok()) return fail_job(world.status());
   // SIGTERM/SIGINT/SIGUSR1: stop after the current step with a checkpoint. Installed after MPI_Init
-  // (which leaves these signals alone in Open MPI 4.1). Not for the parameter server's asynchronous
-  // modes, whose workers are at different steps: there a signal ends the process as before.
-  std::optional<PreemptionSignals> stop_signals;
-  if (!is_param_server_run(*cfg) || cfg->ps.consistency == PsConsistency::sync) stop_signals.emplace();
+  // (which leaves these signals alone in Open MPI 4.1).
+  PreemptionSignals stop_signals;
   TrainerOptions opts;
   opts.resume = a.resume == "latest";
   opts.resume_auto = launch.resume_auto || a.resume == "auto";
@@ -86,7 +82,7 @@ int run_train(const TrainArgs& a) {
   opts.stop_after_steps = a.stop_after;
   opts.verify_replicas = a.verify_replicas;
   opts.ranks_per_node = mpi.ranks_on_this_node();
-  if (stop_signals) opts.stop_signal = &stop_signals->received();
+  opts.stop_signal = &stop_signals.received();
   auto summary = run_training(cfg.value(), *world.value(), opts);
   if (!summary.ok()) return fail_job(summary.status());
   const bool preempted = summary->stop_signal != 0;

@@ -12,6 +12,7 @@ std::string_view op_state_name(OpState s) {
     case OpState::done: return "done";
     case OpState::failed: return "failed";
     case OpState::timed_out: return "timed_out";
+    case OpState::cancelled: return "cancelled";
   }
   return "?";
 }

@@ -10,7 +10,7 @@
 
 namespace tessera {
 
-enum class OpState : uint8_t { running, done, failed, timed_out };
+enum class OpState : uint8_t { running, done, failed, timed_out, cancelled };
 std::string_view op_state_name(OpState s);
 
 struct CollectiveRecord {

@@ -36,6 +36,14 @@ Status Work::wait() {
   return status_;
 }
 
+bool Work::cancel() {
+  if (!impl_) return false;
+  const bool withdrawn = impl_->cancel();
+  if (!withdrawn) status_ = impl_->wait();
+  impl_.reset();
+  return withdrawn;
+}
+
 bool Work::test() {
   if (!impl_) return true;
   if (!impl_->test()) return false;

@@ -17,6 +17,12 @@ class WorkImpl {
   virtual bool test() = 0;
   // Blocks until finished or timed out; returns the final status.
   virtual Status wait() = 0;
+  // A receive that may never be matched: withdraws it. true when it was withdrawn, false when it had
+  // already finished (then the data arrived). Ops that cannot be withdrawn (collectives) wait.
+  virtual bool cancel() {
+    (void)wait();
+    return false;
+  }
 };
 
 // Move-only value. A default-constructed Work is already complete and ok. A Work must not outlive
@@ -35,6 +41,8 @@ class [[nodiscard]] Work {
 
   Status wait();
   bool test();
+  // See WorkImpl::cancel(); a complete Work returns false.
+  bool cancel();
 
  private:
   void finish_wait();

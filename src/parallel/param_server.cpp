@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "parallel/param_server_replica.h"
+#include "parallel/param_server_stop.h"
 
 namespace tessera {
 
@@ -211,6 +212,37 @@ Status ParamServer::agree_on_stop(int64_t step) {
   return Status::ok_status();
 }
 
+// Async modes: one look at the stop agreement (param_server_stop.h). When a stop step becomes known
+// here after this server answered a worker's push of that step, the receive it posted for the next
+// push is withdrawn (none will come), and the save of that step is due if it passed the step over.
+Status ParamServer::follow_stop_agreement(int64_t newest, int64_t* checkpointed) {
+  int pushed = 0;
+  for (const auto& s : slots_)
+    if (s->live) pushed = std::max(pushed, static_cast<int>(s->push.stop_signal));
+  const int own = o_.stop_requested ? o_.stop_requested() : 0;
+  TS_ASSIGN_OR_RETURN(const bool stop, stop_agreement_->poll(own, pushed, newest, o_.final_step));
+  if (!stop) return Status::ok_status();
+  stop_signal_ = stop_agreement_->signal();
+  stopped_after_ = stop_agreement_->stop_after();
+  for (int w = 0; w < roles_.workers; ++w) {
+    Slot& s = *slots_[static_cast<size_t>(w)];
+    if (s.step > stopped_after_)
+      return internal_error("parameter server " + std::to_string(index_) + ": " + worker_name(w) + " pushed step " +
+                            std::to_string(s.step) + " past the agreed stop step " + std::to_string(stopped_after_) +
+                            " (a bug in the stop agreement)");
+    if (s.live && s.posted && s.step == stopped_after_) {
+      (void)s.recv_header->cancel();
+      for (auto& work : s.recv_data) (void)work->cancel();
+      s.posted = false;
+    }
+  }
+  if (*checkpointed >= stopped_after_ && !o_.checkpoint_at(stopped_after_)) *checkpointed = stopped_after_ - 1;
+  return Status::ok_status();
+}
+
+// The step every worker stops after: the planned last one, or the agreed preemption step.
+int64_t ParamServer::last_step() const { return stopped_after_ > 0 ? stopped_after_ : o_.final_step; }
+
 // Async modes: worker w's push applied to its position's shards at once.
 void ParamServer::apply_push(int w, float lr) {
   Slot& s = *slots_[static_cast<size_t>(w)];
@@ -262,7 +294,7 @@ Status ParamServer::apply_sync_step() {
 
 bool ParamServer::may_answer(int w) const {
   const Slot& s = *slots_[static_cast<size_t>(w)];
-  if (s.step >= o_.final_step) return slowest() >= o_.final_step;  // everyone ends on the same parameters
+  if (s.step >= last_step()) return slowest() >= last_step();  // everyone ends on the same parameters
   if (o_.consistency == PsConsistency::ssp) return s.step - slowest() <= o_.staleness;
   return true;
 }
@@ -276,7 +308,7 @@ Status ParamServer::answer(int w) {
     if (p) TS_RETURN_IF_ERROR(p->wait());
   const auto& chunks = units_[static_cast<size_t>(s.position)];
   s.reply = ReplyHeader{version_of(s.position), s.step, o_.consistency == PsConsistency::sync ? last_norm_ : 0.0,
-                        stop_signal_};
+                        stop_signal_, stopped_after_};
   s.send_header = std::make_unique<Work>(link.send_async(&s.reply, sizeof(ReplyHeader), DType::u8, 0, kReplyHeaderTag));
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Unit& u = *chunks[c];
@@ -292,7 +324,7 @@ Status ParamServer::answer(int w) {
     std::fflush(log_);  // the job may end by abort_job (a dead peer): keep every record
   }
   s.pending = false;
-  if (s.step < o_.final_step && stop_signal_ == 0) post(w);
+  if (s.step < last_step()) post(w);
   return Status::ok_status();
 }
 
@@ -327,6 +359,8 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     s->last_heard = t_start_;
   }
   if (o_.first_step >= o_.final_step) return Status::ok_status();  // a resumed run that was already complete
+  if (o_.consistency != PsConsistency::sync)  // its receives are renewed well inside the communicator's timeout
+    stop_agreement_ = std::make_unique<PsStopAgreement>(servers_, index_, o_.dead_after_s > 0 ? o_.dead_after_s / 2 : 10.0);
   for (int w = 0; w < roles_.workers; ++w) post(w);
   const bool sync = o_.consistency == PsConsistency::sync;
   int64_t checkpointed = o_.first_step;
@@ -357,6 +391,7 @@ Status ParamServer::serve(const ParamServerOptions& options) {
         s.pending = true;
       }
     }
+    if (!sync) TS_RETURN_IF_ERROR(follow_stop_agreement(newest, &checkpointed));
     if (sync) {
       bool all = live_workers() > 0;
       for (const auto& s : slots_) all = all && (!s->live || s->arrived);
@@ -377,14 +412,14 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     const int64_t lo = slowest();
     for (const auto& s : slots_) level = level && (!s->live || (s->step == lo && !s->pending));
     if (level && lo > checkpointed) {
-      if (o_.checkpoint_at(lo) || stop_signal_ != 0) {
+      if (o_.checkpoint_at(lo) || lo == stopped_after_) {
         TS_RETURN_IF_ERROR(wait_sends());
-        TS_RETURN_IF_ERROR(o_.checkpoint(lo, lo >= o_.final_step || stop_signal_ != 0));
+        TS_RETURN_IF_ERROR(o_.checkpoint(lo, lo >= last_step()));
         for (auto& s : slots_) s->last_heard = now_s();
       }
       checkpointed = lo;
-      if (lo >= o_.final_step || stop_signal_ != 0) break;
     }
+    if (checkpointed >= last_step()) break;
     if (live_workers() == 0) return comm_error("parameter server " + std::to_string(index_) + ": every worker was dropped");
     if (!sync && o_.dead_after_s > 0) {
       const double now = now_s();
@@ -392,7 +427,7 @@ Status ParamServer::serve(const ParamServerOptions& options) {
         Slot& s = *slots_[static_cast<size_t>(w)];
         // A worker waiting for this server's answer, or saving a checkpoint its peers have not reached, is not silent.
         const bool waiting_for_us = s.pending || (s.step > checkpointed && o_.checkpoint_at(s.step));
-        if (s.live && !waiting_for_us && s.step < o_.final_step && now - s.last_heard > o_.dead_after_s)
+        if (s.live && !waiting_for_us && s.step < last_step() && now - s.last_heard > o_.dead_after_s)
           drop(w, "sent nothing for " + std::to_string(static_cast<int>(now - s.last_heard)) + " s");
       }
     }
@@ -405,6 +440,7 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     }
   }
   if (log_) std::fflush(log_);
+  if (stop_agreement_) TS_RETURN_IF_ERROR(stop_agreement_->finish());
   return wait_sends();
 }
 

@@ -50,12 +50,14 @@ struct ParamServerOptions {
   std::function<float(int64_t step)> lr;            // learning rate of (1-based) worker step `step`
   std::function<bool(int64_t step)> checkpoint_at;  // whether the workers save after completing `step`
   std::function<Status(int64_t step, bool last)> checkpoint;  // joins that (world-collective) save
-  // sync: a stop signal this server has received (0 = none), read once per step. With the workers'
-  // (in their pushes), agreed over the servers, it ends the run after that step with a checkpoint.
+  // A stop signal this server has received (0 = none). With the workers' (in their pushes), agreed
+  // over the servers (param_server_protocol.h), it ends the run after one step with a checkpoint.
   std::function<int()> stop_requested;
   std::function<Status(int64_t step)> on_step;      // when the first push of worker step `step` arrives (fault injection)
   std::string log_path;     // the push log (JSON lines; appended to); "" = none
 };
+
+class PsStopAgreement;
 
 class ParamServer final : public ParameterUpdate {
  public:
@@ -81,8 +83,8 @@ class ParamServer final : public ParameterUpdate {
   // The updates position 0's shards have taken.
   int64_t optimizer_steps() const override { return version_of(0); }
 
-  // Answers pushes until every live worker has completed options.final_step, or (sync) until the
-  // step at which a stop signal was agreed (see stop_signal()).
+  // Answers pushes until every live worker has completed options.final_step, or the step at which a
+  // stop signal was agreed (see stop_signal()).
   Status serve(const ParamServerOptions& options);
   // After serve(): the signal that stopped the run early and the step it stopped after (0, 0: none).
   int stop_signal() const { return stop_signal_; }
@@ -100,6 +102,8 @@ class ParamServer final : public ParameterUpdate {
   void apply_push(int w, float lr);
   Status apply_sync_step();
   Status agree_on_stop(int64_t step);
+  Status follow_stop_agreement(int64_t newest, int64_t* checkpointed);
+  int64_t last_step() const;
   Status answer(int w);
   bool may_answer(int w) const;
   int64_t slowest() const;
@@ -116,8 +120,9 @@ class ParamServer final : public ParameterUpdate {
   std::unique_ptr<Compressor> compressor_;  // null: pushes arrive as f32
   std::vector<int64_t> push_bytes_;         // per position: bytes of one worker's push to this server
   double last_norm_ = 0;
-  int stop_signal_ = 0;
-  int64_t stopped_after_ = 0;
+  int stop_signal_ = 0;       // the agreed stop signal (0: none) ...
+  int64_t stopped_after_ = 0; // ... and the step every rank stops after
+  std::unique_ptr<PsStopAgreement> stop_agreement_;  // async modes
   ParamServerOptions o_;
   std::FILE* log_ = nullptr;
   double t_start_ = 0;

@@ -17,6 +17,15 @@
 //                     chunk (kReplyDataTag)
 // The reply's parameters are what the worker computes its next step on. At start-up every server
 // sends each worker a ReplyHeader + range without a push (the initial or resumed parameters).
+//
+// Preemption: every rank must stop after the same step S and save it together; a worker stops
+// after the step whose answer (from any server) names it. sync: the servers agree each step (one
+// all-reduce) on the largest signal pushed or received, and S is that step. async and ssp, where the
+// workers are at different steps: server 0 decides. On the first signal it learns of (its own, one
+// in a push, one another server sent it, tag kStopRequestTag) S is one past the newest step any
+// worker has pushed to it -- so every worker's push of S, and every later answer, finds the
+// decision made -- and it sends {S, signal} to the other servers (kStopDecisionTag), which
+// withdraw any receive they posted for a push after S.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -61,22 +70,23 @@ struct PsRoles {
 };
 
 inline constexpr int kPushHeaderTag = 711, kPushDataTag = 712, kReplyHeaderTag = 721, kReplyDataTag = 722;
+inline constexpr int kStopRequestTag = 731, kStopDecisionTag = 732;  // between servers (async modes)
 
 // Sent as kPushHeaderWords int64s.
 struct PushHeader {
   int64_t read_version = 0;  // server version of the parameters this gradient was computed on
   int64_t clipped = 0;       // 1: the worker clipped its gradient itself (async modes)
   int64_t payload_bytes = 0; // bytes of the data messages that follow (f32: 4 x ranges; compressed: less)
-  int64_t stop_signal = 0;   // sync: a stop signal (SIGTERM, ...) this worker has received, 0 = none
+  int64_t stop_signal = 0;   // a stop signal (SIGTERM, ...) this worker has received, 0 = none
 };
 struct ReplyHeader {
   int64_t version = 0;     // updates this server has applied (its AdamW step count)
   int64_t step = 0;        // the worker's step this answers (the resumed step for the first message)
   double grad_norm = 0;    // sync: global norm of the averaged gradient before clipping; async: 0
-  int64_t stop_signal = 0; // sync: every rank stops after this step (preemption) on this signal; 0 = go on
+  int64_t stop_signal = 0; // preemption: every rank stops after step stop_after on this signal
+  int64_t stop_after = 0;  // (0, 0: go on; this server may not know yet, see below)
 };
-static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 4 * sizeof(int64_t));
-inline constexpr int64_t kHeaderWords = 4;
+static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 5 * sizeof(int64_t));
 
 // Collective over `world`: one link communicator per worker ({worker w, servers 0..S-1}). A worker
 // gets a vector with only its own link non-null; a server gets all W.

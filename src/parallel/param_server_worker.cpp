@@ -141,7 +141,8 @@ Result<UpdateResult> ParamServerWorker::update(float, float, Timeline& timeline)
 
 int ParamServerWorker::agreed_stop_signal() const {
   int64_t sig = 0;
-  for (const ReplyHeader& h : reply_) sig = std::max(sig, h.stop_signal);  // the servers agreed: all equal
+  for (const ReplyHeader& h : reply_)  // the servers agreed: all equal
+    if (h.stop_after != 0 && h.stop_after == h.step) sig = std::max(sig, h.stop_signal);
   return static_cast<int>(sig);
 }
 

@@ -65,10 +65,10 @@ class ParamServerWorker final : public GradientSync {
   // Async modes: a group of this rank alone, for per-step bookkeeping that would otherwise be a
   // collective over the workers (it would hold them in lockstep); null in sync mode.
   Communicator* solo() const { return solo_.get(); }
-  // sync: where this worker's received stop signal is read (preemption; null: none). Each push
-  // carries it; the servers agree on a step's signal over every worker and server.
+  // Where this worker's received stop signal is read (preemption; null: none). Each push carries it;
+  // the servers agree on the step every rank stops after (param_server_protocol.h).
   void set_stop_signal_source(const volatile std::sig_atomic_t* received) { stop_source_ = received; }
-  // sync, after update(): the signal on which every rank stops after this step (0: go on).
+  // After update(): the signal on which every rank stops after this step (0: go on).
   int agreed_stop_signal() const;
   // Payload bytes this worker has pushed and pulled (headers excluded).
   uint64_t pushed_bytes() const { return pushed_bytes_; }

@@ -57,7 +57,7 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run,
   auto worker = std::make_unique<ParamServerWorker>(
       *run.backend, roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), groups, std::move(solo),
       std::move(chunks), cfg.optim.grad_clip, compression);
-  if (consistency == PsConsistency::sync) worker->set_stop_signal_source(run.opts.stop_signal);
+  worker->set_stop_signal_source(run.opts.stop_signal);
   return std::unique_ptr<GradientSync>(std::move(worker));
 }
 

@@ -201,6 +201,28 @@ TEST(CollectivesErrors, TruncatedRecvIsAStatusNamingTheOp) {
   ASSERT_TRUE(w.barrier().ok());
 }
 
+// A receive nobody sends to is withdrawn (cancel() true, recorded "cancelled"); one whose message
+// has arrived is not (false, the data is there), so a caller never loses a message it cancels.
+TEST(CancelledRecv, WithdrawsOnlyAnUnmatchedReceive) {
+  Communicator& w = world();
+  int32_t never = -1;
+  Work unmatched = w.recv_async(&never, 1, DType::i32, (w.rank() + 1) % w.size(), 41);
+  EXPECT_TRUE(unmatched.cancel());
+  EXPECT_EQ(never, -1);
+  EXPECT_EQ(w.recent_ops().back().state, OpState::cancelled);
+  EXPECT_TRUE(unmatched.wait().ok());  // nothing left in flight: returns at once
+
+  const int next = (w.rank() + 1) % w.size(), prev = (w.rank() + w.size() - 1) % w.size();
+  int32_t mine = 100 + w.rank(), got = -1;
+  Work recv = w.recv_async(&got, 1, DType::i32, prev, 42);
+  ASSERT_TRUE(w.send(&mine, 1, DType::i32, next, 42).ok());
+  ASSERT_TRUE(w.barrier().ok());  // every message has been sent; it may or may not have landed yet
+  while (!recv.test()) {
+  }
+  EXPECT_FALSE(recv.cancel());
+  EXPECT_EQ(got, 100 + prev);
+}
+
 TEST(Diagnostics, SequenceNumbersMatchAcrossRanks) {
   Communicator& w = world();
   ASSERT_TRUE(w.barrier().ok());

@@ -59,6 +59,24 @@ class MpiWork final : public WorkImpl {
     return false;
   }
 
+  bool cancel() override {
+    if (finished_) return false;
+    MPI_Cancel(&req_);
+    MPI_Status st;
+    MPI_Wait(&req_, &st);  // a cancelled receive completes at once
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    if (!cancelled) {  // it had matched a message: an ordinary completion
+      comm_->post_process(op_);
+      comm_->log_.finish(ticket_, OpState::done);
+      finish(Status());
+      return false;
+    }
+    comm_->log_.finish(ticket_, OpState::cancelled);
+    finish(Status());
+    return true;
+  }
+
   Status wait() override {
     // Yield first (short ops finish within microseconds), then sleep briefly: under
     // oversubscription a spinning rank would steal the core its peer needs.
