@@ -48,16 +48,21 @@ int run_train(const TrainArgs& a) {
   if (multi) set_log_rank(mpi.world_rank());
   // On a many-rank job an error on one rank must end the whole job, not leave the others waiting.
   HeartbeatFile* beat_on_failure = nullptr;
-  auto fail_job = [&](const Status& s) -> int {
+  auto fail_job = [&](const Status& s, int code) -> int {
     if (beat_on_failure) beat_on_failure->beat("failed", -1, s.message());
     // Peers stuck on the same timed-out op time out within milliseconds of this rank: give them
     // time to print their own diagnosis before mpirun kills them.
     if (multi && s.code() == StatusCode::timeout) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    if (multi) mpi.end_job_on_error(s, exit_code_for(s));
-    return fail(s);
+    if (multi) mpi.end_job_on_error(s, code);
+    fail(s.message());
+    return code;
   };
+  auto fail_job_on = [&](const Status& s) { return fail_job(s, exit_code_for(s)); };
+  // Checked here rather than while parsing, so that every rank of a job that lacks it is named once.
+  if (const std::string missing = missing_config_message(a.config); !missing.empty())
+    return fail_job(Status(StatusCode::not_found, missing), exit_code(ExitCode::usage));
   auto cfg = load_run_config_for_world(a.config, a.overrides, mpi.world_size());
-  if (!cfg.ok()) return fail_job(cfg.status());
+  if (!cfg.ok()) return fail_job_on(cfg.status());
   // The launcher watches this file: an error must say so before the job ends.
   const LaunchEnvironment launch = LaunchEnvironment::read();
   HeartbeatFile heartbeat =
@@ -66,7 +71,7 @@ int run_train(const TrainArgs& a) {
   CommOptions co;
   co.timeout_s = cfg->train.timeout_s;
   auto world = MpiCommunicator::create_world(co);
-  if (!world.ok()) return fail_job(world.status());
+  if (!world.ok()) return fail_job_on(world.status());
   // SIGTERM/SIGINT/SIGUSR1: stop after the current step with a checkpoint. Installed after MPI_Init
   // (which leaves these signals alone in Open MPI 4.1).
   PreemptionSignals stop_signals;
@@ -84,7 +89,7 @@ int run_train(const TrainArgs& a) {
   opts.ranks_per_node = mpi.ranks_on_this_node();
   opts.stop_signal = &stop_signals.received();
   auto summary = run_training(cfg.value(), *world.value(), opts);
-  if (!summary.ok()) return fail_job(summary.status());
+  if (!summary.ok()) return fail_job_on(summary.status());
   const bool preempted = summary->stop_signal != 0;
   if (a.json && mpi.world_rank() == 0) {
     nlohmann::json j = summary_json(*summary, *cfg, mpi.world_size());
@@ -108,7 +113,7 @@ int run_train(const TrainArgs& a) {
 Runner add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a model from a TOML run config (under mpirun for many ranks)");
-  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->transform(existing_config());
+  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->transform(installed_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. train.steps=20");
   // A flag, so `--resume section.key=value` keeps meaning what it always did; main() turns
   // `--resume auto` into `--resume=auto`.

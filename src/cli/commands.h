@@ -32,6 +32,14 @@ std::string resolve_config_path(const std::string& path);
 // A CLI11 validator: the config exists as given or installed; it replaces the option's value with
 // the path found (resolve_config_path), so a command reads its --config as it is.
 CLI::Validator existing_config();
+// As existing_config(), but a missing file is left for the command to report (tessera train checks
+// it once MPI is up, so that a many-rank job prints it once); missing_config_message() says it.
+CLI::Validator installed_config();
+std::string missing_config_message(const std::string& path);  // "" when the file exists
+
+// This process's rank in an mpirun (or other PMI) launch; 0 outside one. The command line is the
+// same on every rank, so only rank 0 prints a mistake in it.
+int launched_rank();
 
 // Prints "error: <message>" to stderr and returns 1 (ExitCode::failure).
 int fail(const std::string& message);

@@ -1,5 +1,6 @@
 // Shared helpers of the commands.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -25,17 +26,37 @@ std::string resolve_config_path(const std::string& path) {
   return std::filesystem::is_regular_file(installed, ec) ? installed.string() : path;
 }
 
+std::string missing_config_message(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return "";
+  const std::string looked =
+      std::filesystem::path(path).is_absolute() ? "" : " (looked here and in " + (install_share_dir() / path).string() + ")";
+  return "no config file " + path + looked + "; the shipped configs are in configs/ of the source tree or " +
+         (install_share_dir() / "configs").string();
+}
+
 CLI::Validator existing_config() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
-        std::error_code ec;
         path = resolve_config_path(path);  // the command reads the path the validator found
-        if (std::filesystem::is_regular_file(path, ec)) return "";
-        return "no config file " + path + " (looked here and in " + (install_share_dir() / path).string() +
-               "); the shipped configs are in configs/ of the source tree or " +
-               (install_share_dir() / "configs").string();
+        return missing_config_message(path);
       },
       "FILE");
+}
+
+CLI::Validator installed_config() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        path = resolve_config_path(path);
+        return "";
+      },
+      "FILE");
+}
+
+int launched_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
 }
 
 int fail(const std::string& message) {

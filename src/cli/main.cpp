@@ -1,6 +1,7 @@
 // tessera <command>: parses the command line and dispatches; each command lives in its own file.
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,7 +74,11 @@ int main(int raw_argc, char** raw_argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version end here with 0; every command-line mistake gets the one usage code.
-    return app.exit(e) == 0 ? 0 : tessera::exit_code(tessera::ExitCode::usage);
+    // Under mpirun every rank parses the same command line: rank 0 alone says what is wrong.
+    std::ostringstream muted;
+    const bool speak = tessera::cli::launched_rank() == 0;
+    const int code = speak ? app.exit(e) : app.exit(e, muted, muted);
+    return code == 0 ? 0 : tessera::exit_code(tessera::ExitCode::usage);
   }
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

@@ -4,7 +4,9 @@
 #   2. with its output in a file (a Slurm or CI log), one plain line per logged step: no carriage
 #      returns or terminal escapes, `grep` finds every step;
 #   3. an error every rank hits (a missing dataset) is printed once, naming all 4 ranks, without
-#      Open MPI's MPI_ABORT banner, and the job exits with the data code 5.
+#      Open MPI's MPI_ABORT banner, and the job exits with the data code 5;
+#   4. a missing --config and an unknown flag (the same command line on every rank) are printed once
+#      with the usage code 2; the missing config names all 4 ranks.
 #   first_hour.sh <tessera> <source_dir> <data_dir> <work_dir>
 set -euo pipefail
 tessera=$(readlink -f "$1"); src=$(readlink -f "$2"); data=$(readlink -f "$3"); work=$4
@@ -31,3 +33,18 @@ cat err.log
 grep -q '^\[all 4 ranks\] error: fatal: not_found: no dataset manifest' err.log || fail "the report does not name all 4 ranks"
 if grep -q 'MPI_ABORT' err.log; then fail "Open MPI's abort banner is back"; fi
 echo "PASS: an error every rank hits is printed once (exit code 5)"
+
+# 4: command-line mistakes under mpirun, printed once.
+rc=0
+$mpirun -np 4 "$tessera" train --config no_such.toml > noconf.log 2>&1 || rc=$?
+cat noconf.log
+[ "$rc" -eq 2 ] || fail "a missing --config must end the job with exit code 2, not $rc"
+[ "$(grep -c 'no config file' noconf.log)" -eq 1 ] || fail "the missing config is printed more than once"
+grep -q '^\[all 4 ranks\] error: fatal: not_found: no config file no_such.toml' noconf.log \
+  || fail "the missing config's report does not name all 4 ranks"
+rc=0
+$mpirun -np 4 "$tessera" train --config "$src/configs/tiny.toml" --no-such-flag > flag.log 2>&1 || rc=$?
+cat flag.log
+[ "$rc" -eq 2 ] || fail "an unknown flag must end the job with exit code 2, not $rc"
+[ "$(grep -c 'no-such-flag' flag.log)" -eq 1 ] || fail "the unknown flag is reported more than once"
+echo "PASS: a missing --config and an unknown flag are printed once (exit code 2)"
