@@ -1,7 +1,9 @@
-// Pipeline stage balancing: a linear-partition dynamic programme over per-layer costs.
+// Pipeline stage balancing: a linear-partition dynamic programme over per-layer costs, and for the
+// interleaved schedule a local search over each rank's total.
 #include "parallel/stage_balance.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -43,6 +45,71 @@ StageSplit measure(const std::vector<LayerCost>& costs, std::vector<int> bounds)
 
 }  // namespace
 
+std::vector<double> StageSplit::rank_flops(int ranks) const {
+  std::vector<double> total(static_cast<size_t>(ranks), 0.0);
+  for (size_t s = 0; s < flops.size(); ++s) total[s % static_cast<size_t>(ranks)] += flops[s];
+  return total;
+}
+
+namespace {
+
+// What the interleaved balance minimises, compared lexicographically (see balance_stages).
+struct InterleavedScore {
+  std::vector<double> ranks, stages;
+  double bytes = 0;
+};
+
+InterleavedScore interleaved_score(const StageSplit& s, int ranks) {
+  InterleavedScore out{s.rank_flops(ranks), s.flops, 0};
+  std::sort(out.ranks.rbegin(), out.ranks.rend());
+  std::sort(out.stages.rbegin(), out.stages.rend());
+  std::vector<double> bytes(static_cast<size_t>(ranks), 0.0);
+  for (size_t i = 0; i < s.bytes.size(); ++i) bytes[i % static_cast<size_t>(ranks)] += s.bytes[i];
+  out.bytes = *std::max_element(bytes.begin(), bytes.end());
+  return out;
+}
+
+// -1 / 0 / 1 as a is better than / as good as / worse than b. Costs are sums of the same few
+// per-layer terms, so a relative tolerance keeps orderings of the same sum equal.
+int compare_costs(const std::vector<double>& a, const std::vector<double>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double tol = 1e-9 * std::max(std::abs(a[i]), std::abs(b[i]));
+    if (a[i] < b[i] - tol) return -1;
+    if (a[i] > b[i] + tol) return 1;
+  }
+  return 0;
+}
+
+bool better(const InterleavedScore& a, const InterleavedScore& b) {
+  if (int c = compare_costs(a.ranks, b.ranks)) return c < 0;
+  if (int c = compare_costs(a.stages, b.stages)) return c < 0;
+  return a.bytes < b.bytes * (1 - 1e-9);
+}
+
+StageSplit balance_rank_totals(const std::vector<LayerCost>& costs, StageSplit start, int ranks) {
+  StageSplit best = std::move(start);
+  InterleavedScore best_score = interleaved_score(best, ranks);
+  const size_t S = best.bounds.size() - 1;
+  for (bool improved = true; improved;) {
+    improved = false;
+    for (size_t b = 1; b < S; ++b)
+      for (int step : {-1, 1}) {
+        std::vector<int> bounds = best.bounds;
+        bounds[b] += step;
+        if (bounds[b] <= bounds[b - 1] || bounds[b] >= bounds[b + 1]) continue;
+        StageSplit cand = measure(costs, std::move(bounds));
+        InterleavedScore score = interleaved_score(cand, ranks);
+        if (!better(score, best_score)) continue;
+        best = std::move(cand);
+        best_score = std::move(score);
+        improved = true;
+      }
+  }
+  return best;
+}
+
+}  // namespace
+
 std::string StageSplit::describe() const {
   std::string out;
   const double worst = *std::max_element(flops.begin(), flops.end());
@@ -54,7 +121,7 @@ std::string StageSplit::describe() const {
   return out;
 }
 
-Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages) {
+Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages, int ranks) {
   const int L = static_cast<int>(cfg.n_layer);
   if (stages < 1 || stages > L)
     return invalid_argument("parallel.pp=" + std::to_string(stages) + " needs at least one layer per stage but the model has " +
@@ -85,7 +152,9 @@ Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages)
   std::vector<int> bounds(stages + 1);
   bounds[stages] = L;
   for (int s = stages; s > 0; --s) bounds[s - 1] = cut[s][bounds[s]];
-  return measure(costs, std::move(bounds));
+  StageSplit split = measure(costs, std::move(bounds));
+  if (ranks <= 0 || ranks >= stages) return split;
+  return balance_rank_totals(costs, std::move(split), ranks);
 }
 
 Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts) {

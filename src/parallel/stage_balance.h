@@ -29,11 +29,18 @@ struct StageSplit {
   std::vector<double> flops;   // per stage, per token
   std::vector<double> bytes;   // per stage: parameter state + activations of one micro-batch token
   std::string describe() const;  // "[0,3) [3,6) ..." with the relative cost of each stage
+  // Under the interleaved schedule rank r runs stages r, r + ranks, r + 2 ranks, ...: its total.
+  std::vector<double> rank_flops(int ranks) const;
 };
 
 // The split of L layers into `stages` non-empty stages minimising the largest stage compute (ties:
 // the smaller largest memory). Error when stages > L.
-Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages);
+// With ranks < stages (the interleaved schedule: stages = ranks x virtual stages, stage s on rank
+// s % ranks) it minimises what a rank does per micro-batch instead, its stages' total: the sorted
+// rank totals, largest first, then the sorted stage costs (a chunk that is slow alone still holds up
+// the next rank). A local search from the per-stage split, moving one boundary a layer at a time
+// (checked against every split by brute force in tests/parallel/stage_balance_test.cpp).
+Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages, int ranks = 0);
 // A split given as layer counts per stage (parallel.stage_layers): each >= 1, summing to L.
 Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts);
 

@@ -54,6 +54,38 @@ TEST(StageBalance, MinimisesTheSlowestStageAmongAllSplits) {
   }
 }
 
+// The interleaved schedule: rank r runs stages r, r + p, ...; the balance minimises the largest
+// rank total (then the sorted stage costs) -- the brute-force optimum of the same order.
+TEST(StageBalance, InterleavedBalancesEachRanksTotal) {
+  for (const char* name : {"tiny", "tiny-llama", "bench-tiny", "bench-small", "gpt2"}) {
+    for (int n_layer : {6, 8, 12}) {
+      ModelConfig cfg = preset(name);
+      cfg.n_layer = n_layer;
+      for (auto [p, V] : {std::pair{2, 2}, {2, 3}, {3, 2}, {4, 2}, {2, 4}}) {
+        const int S = p * V;
+        if (S > n_layer) continue;
+        auto got = balance_stages(cfg, 64, S, p);
+        ASSERT_TRUE(got.ok()) << got.status().message();
+        auto worst_rank = [p](const StageSplit& s) {
+          const std::vector<double> r = s.rank_flops(p);
+          return *std::max_element(r.begin(), r.end());
+        };
+        double brute = 1e300;
+        for_each_split(n_layer, S, [&](const std::vector<int64_t>& counts) {
+          brute = std::min(brute, worst_rank(split_from_layer_counts(cfg, 64, counts).value()));
+        });
+        EXPECT_NEAR(worst_rank(*got), brute, 1e-9 * brute)
+            << name << " L=" << n_layer << " p=" << p << " V=" << V << ": " << got->describe();
+      }
+    }
+  }
+  // bench-small's head costs about 1.7 layers: per stage [0,1) [1,3) [3,5) [5,6) leaves rank 1 with
+  // 3 layers + the head against rank 0's 3 layers; by rank totals it is [0,2) [2,3) [3,5) [5,6).
+  auto s = balance_stages(preset("bench-small"), 128, 4, 2);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->bounds, (std::vector<int>{0, 2, 3, 5, 6})) << s->describe();
+}
+
 TEST(StageBalance, AHeavyHeadGivesTheLastStageFewerLayers) {
   // gpt2: the 50257 x 768 head costs about two layers' compute, so 12 layers over 4 stages are not 3/3/3/3.
   auto s = balance_stages(preset("gpt2"), 1024, 4);
