@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "checkpoint/file_io.h"
+#include "checkpoint/fingerprint.h"
 
 namespace tessera::checkpoint {
 namespace fs = std::filesystem;
@@ -125,6 +126,7 @@ Status CheckpointWriter::write_shard() {
         TS_RETURN_IF_ERROR(file.write_zeros(static_cast<size_t>(pad)));
         piece.offset_in_file = file.bytes_written();
         piece.checksum = checksum_bytes(p.data, bytes);
+        piece.fingerprint = fingerprint_elements(e.dtype, piece.global_offset, piece.numel, p.data);
         TS_RETURN_IF_ERROR(file.write(p.data, bytes));
       }
       record_.entries.push_back(std::move(e));
