@@ -28,15 +28,19 @@ uint64_t segment_sum(const unsigned char* data, uint64_t first, int64_t n) {
   const uint64_t salt = mix64((first >> 32) + 0x165667b19e3779f9ull);
   const uint32_t s1 = 0x85ebca77u ^ static_cast<uint32_t>(salt), s2 = 0x27d4eb2fu ^ static_cast<uint32_t>(salt >> 32);
   const uint32_t i0 = static_cast<uint32_t>(first);
+  // The keys of element i are i * K + s (mod 2^32), stepped by additions rather than multiplied out.
+  constexpr uint32_t K1 = 0x9e3779b1u, K2 = 0xc2b2ae3du;
+  uint32_t k1 = i0 * K1 + s1, k2 = i0 * K2 + s2;
   uint64_t sum = 0;
   for (int64_t k = 0; k < n; ++k) {
-    const uint32_t i = i0 + static_cast<uint32_t>(k);
     Elem e;  // memcpy: the bytes may be a file buffer, not an Elem array (no aliasing questions)
     std::memcpy(&e, data + k * static_cast<int64_t>(sizeof(Elem)), sizeof e);
     const uint32_t x = e;
-    const uint32_t a = x ^ (i * 0x9e3779b1u + s1);
-    const uint32_t b = rotl32(x, 16) ^ (i * 0xc2b2ae3du + s2);
+    const uint32_t a = x ^ k1;
+    const uint32_t b = rotl32(x, 16) ^ k2;
     sum += static_cast<uint64_t>(a) * b;
+    k1 += K1;
+    k2 += K2;
   }
   return sum;
 }
