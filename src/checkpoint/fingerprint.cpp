@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstring>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace tessera::checkpoint {
 namespace {
 
@@ -68,6 +71,11 @@ uint64_t fingerprint_elements(DType dtype, int64_t global_offset, int64_t numel,
     case 2: return typed_sum<uint16_t>(data, global_offset, numel);
     default: return typed_sum<uint8_t>(data, global_offset, numel);
   }
+}
+
+uint64_t state_fingerprint(const nlohmann::json& state) {
+  const std::string text = state.dump();
+  return XXH64(text.data(), text.size(), 0);
 }
 
 std::string fingerprint_hex(uint64_t fingerprint) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "core/dtype.h"
 
 namespace tessera::checkpoint {
@@ -22,6 +24,11 @@ namespace tessera::checkpoint {
 // a whole tensor is the sum (mod 2^64) of the partials of any pieces that cover it exactly once.
 // About as fast as xxh64 of the same bytes (docs/fault-tolerance.md has the measured cost).
 uint64_t fingerprint_elements(DType dtype, int64_t global_offset, int64_t numel, const void* data);
+
+// The fingerprint of a manifest's training state (step, data position, optimizer step count, run
+// config -- the counters that are not tensors): xxh64 of its canonical JSON text (keys sorted, as
+// nlohmann::json keeps them), so the same values give the same fingerprint however they were written.
+uint64_t state_fingerprint(const nlohmann::json& state);
 
 // 16 lowercase hex digits, the form manifests store; and its inverse (false unless exactly that).
 std::string fingerprint_hex(uint64_t fingerprint);

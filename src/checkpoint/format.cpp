@@ -367,14 +367,16 @@ Result<nlohmann::json> parse_json_limited(const std::string& text, const std::st
 nlohmann::json manifest_to_json(const Manifest& m) {
   json shards = json::array();
   for (const auto& s : m.shards) shards.push_back({{"rank", s.rank}, {"file", s.file}, {"bytes", s.bytes}});
-  return {{"format", std::string(kFormatName)},
-          {"version", m.version},
-          {"step", m.step},
-          {"world_size", m.world_size},
-          {"shards", shards},
-          {"config", m.config},
-          {"state", m.state},
-          {"tensors", entries_to_json(m.tensors)}};
+  json j = {{"format", std::string(kFormatName)},
+            {"version", m.version},
+            {"step", m.step},
+            {"world_size", m.world_size},
+            {"shards", shards},
+            {"config", m.config},
+            {"state", m.state},
+            {"tensors", entries_to_json(m.tensors)}};
+  if (m.state_fingerprint) j["state_fingerprint"] = fingerprint_hex(*m.state_fingerprint);
+  return j;
 }
 
 Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& path) {
@@ -403,6 +405,16 @@ Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& 
     m.state = field(j, "state", path);
     if (!m.config.is_object()) fail(path, "'config' must be an object");
     if (!m.state.is_object()) fail(path, "'state' must be an object");
+    auto sf = j.find("state_fingerprint");
+    if (sf != j.end()) {
+      uint64_t v = 0;
+      if (!sf->is_string() || !parse_fingerprint_hex(sf->get<std::string>(), &v))
+        fail(path, "field 'state_fingerprint' must be 16 lowercase hex digits");
+      if (state_fingerprint(m.state) != v)
+        fail(path, "the training state (step, data position, optimizer step count, run config) does not match its "
+                   "state_fingerprint " + fingerprint_hex(v) + ": it was changed or damaged after saving");
+      m.state_fingerprint = v;
+    }
     m.tensors = entries_from_json_or_throw(field(j, "tensors", path), path);
     std::map<std::string_view, int> seen;
     std::vector<FileSpan> spans;  // every stored piece's bytes, to find pieces sharing bytes

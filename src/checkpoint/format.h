@@ -70,6 +70,9 @@ struct Manifest {
   std::vector<TensorEntry> tensors;  // merged across ranks, pieces sorted by global_offset
   nlohmann::json config = nlohmann::json::object();  // opaque model config
   nlohmann::json state = nlohmann::json::object();   // opaque trainer state
+  // "state_fingerprint": state_fingerprint(state) (fingerprint.h), set by write_manifest and checked
+  // by manifest_from_json; absent in checkpoints from before fingerprints.
+  std::optional<uint64_t> state_fingerprint = std::nullopt;
 };
 
 // "step_00000042"; and the inverse, which accepts exactly that form (no ".tmp-*" suffix).

@@ -172,6 +172,7 @@ Status write_manifest(const CheckpointTarget& target, const std::vector<ShardRec
   m.world_size = static_cast<int>(records.size());
   if (!config.is_null()) m.config = config;
   if (!state.is_null()) m.state = state;
+  m.state_fingerprint = state_fingerprint(m.state);
   std::vector<TensorEntry> all;
   for (const ShardRecord* r : by_rank) {
     if (r->file != shard_file_name(r->rank))

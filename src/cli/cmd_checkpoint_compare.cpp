@@ -56,6 +56,7 @@ int run_checkpoint_fingerprint(const FingerprintOptions& o) {
                               {"step", m->step},
                               {"ranks", m->world_size},
                               {"tensors", tensors},
+                              {"state_fingerprint", hex_or_null(m->state_fingerprint)},
                               {"mismatched", r.fingerprint_mismatches},
                               {"without_fingerprint", r.unfingerprinted},
                               {"damage", damage},
@@ -75,6 +76,9 @@ int run_checkpoint_fingerprint(const FingerprintOptions& o) {
                   f.complete && f.saved && !f.matches() ? (" (pieces sum to " + checkpoint::fingerprint_hex(f.stored) + ")").c_str()
                                                         : "");
     }
+    // Checked when the manifest was read (a mismatch refuses the whole manifest before this point).
+    std::printf("%-40s %-16s %s\n", "(training state)", hex_or_none(m->state_fingerprint).c_str(),
+                m->state_fingerprint ? "match" : "no saved fingerprint (saved before fingerprints existed)");
   }
   if (!r.ok()) {
     std::string list;

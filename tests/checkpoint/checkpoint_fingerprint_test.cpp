@@ -1,8 +1,8 @@
 // Logical fingerprints (checkpoint/fingerprint.h): additive over any cut of a tensor, sensitive to
 // position and value; recorded per tensor in the manifest; recomputed from the stored pieces by
 // verify_checkpoint (`tessera checkpoint fingerprint`), which catches a dropped piece, a duplicated
-// range and a zeroed piece that were planted with valid checksums and coverage; old manifests without
-// fingerprints still read.
+// range and a zeroed piece that were planted with valid checksums and coverage; the training state's
+// fingerprint is checked as the manifest is read; old manifests without fingerprints still read.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -162,6 +162,25 @@ TEST_F(DamagedCheckpoint, RefusesAMalformedFingerprint) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("'b'"), std::string::npos) << m.status().message();
   EXPECT_NE(m.status().message().find("fingerprint"), std::string::npos) << m.status().message();
+}
+
+// The training state (step, data position, ...) is not a tensor: the manifest fingerprints its JSON.
+TEST_F(DamagedCheckpoint, TrainingStateIsFingerprintedToo) {
+  json j = load_manifest(dir_);
+  ASSERT_TRUE(j.contains("state_fingerprint"));
+  EXPECT_EQ(j["state_fingerprint"], hex(state_fingerprint(j["state"])));
+  j["state"]["step"] = 6;  // edited (or a damaged digit) without its fingerprint
+  store_manifest(dir_, j);
+  auto m = read_manifest(dir_);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::corrupt_data);
+  EXPECT_NE(m.status().message().find("state_fingerprint"), std::string::npos) << m.status().message();
+  j.erase("state_fingerprint");  // a checkpoint from before fingerprints: read without the check
+  store_manifest(dir_, j);
+  m = read_manifest(dir_);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_FALSE(m->state_fingerprint.has_value());
+  EXPECT_EQ(m->state["step"], 6);
 }
 
 // b's rank-1 piece (elements [20, 48)) now holds a copy of elements [0, 20) in its first 20: the
