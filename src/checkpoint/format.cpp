@@ -2,6 +2,8 @@
 // merge of per-rank entries into one list of tensors.
 #include "checkpoint/format.h"
 
+#include "checkpoint/fingerprint.h"
+
 #include <algorithm>
 #include <charconv>
 #include <climits>
@@ -107,12 +109,24 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 json piece_to_json(const TensorPiece& p) {
-  return {{"rank", p.rank},
-          {"file", p.file},
-          {"offset_in_file", p.offset_in_file},
-          {"global_offset", p.global_offset},
-          {"numel", p.numel},
-          {"checksum", checksum_hex(p.checksum)}};
+  json j = {{"rank", p.rank},
+            {"file", p.file},
+            {"offset_in_file", p.offset_in_file},
+            {"global_offset", p.global_offset},
+            {"numel", p.numel},
+            {"checksum", checksum_hex(p.checksum)}};
+  if (p.fingerprint) j["fingerprint"] = fingerprint_hex(*p.fingerprint);
+  return j;
+}
+
+// The optional "fingerprint" field of a piece or tensor (absent in older checkpoints).
+std::optional<uint64_t> optional_fingerprint(const json& j, std::string_view where) {
+  auto it = j.find("fingerprint");
+  if (it == j.end()) return std::nullopt;
+  uint64_t v = 0;
+  if (!it->is_string() || !parse_fingerprint_hex(it->get<std::string>(), &v))
+    fail(where, "field 'fingerprint' must be 16 lowercase hex digits");
+  return v;
 }
 
 TensorPiece piece_from_json(const json& j, std::string_view where) {
@@ -125,14 +139,17 @@ TensorPiece piece_from_json(const json& j, std::string_view where) {
   p.global_offset = int_field(j, "global_offset", where);
   p.numel = int_field(j, "numel", where);
   p.checksum = parse_checksum(string_field(j, "checksum", where), where);
+  p.fingerprint = optional_fingerprint(j, where);
   return p;
 }
 
 json entry_to_json(const TensorEntry& e) {
   json pieces = json::array();
   for (const auto& p : e.pieces) pieces.push_back(piece_to_json(p));
-  return {{"key", e.key}, {"dtype", std::string(dtype_name(e.dtype))}, {"global_shape", e.global_shape},
-          {"pieces", pieces}};
+  json j = {{"key", e.key}, {"dtype", std::string(dtype_name(e.dtype))}, {"global_shape", e.global_shape}};
+  if (e.fingerprint) j["fingerprint"] = fingerprint_hex(*e.fingerprint);
+  j["pieces"] = pieces;
+  return j;
 }
 
 TensorEntry entry_from_json(const json& j, std::string_view where) {
@@ -157,6 +174,7 @@ TensorEntry entry_from_json(const json& j, std::string_view where) {
   if (checked_shape_numel(e.global_shape, dtype_size(e.dtype)) < 0)
     fail(w, "global_shape " + shape_string(e.global_shape) + " of " + std::string(dtype_name(e.dtype)) +
                 " has more elements or bytes than fit in 64 bits");
+  e.fingerprint = optional_fingerprint(j, w);
   const json& pieces = field(j, "pieces", w);
   if (!pieces.is_array()) fail(w, "pieces must be an array");
   for (const auto& p : pieces) e.pieces.push_back(piece_from_json(p, w));
@@ -292,6 +310,15 @@ Result<std::vector<TensorEntry>> merge_entries(const std::vector<TensorEntry>& e
               [](const TensorPiece& a, const TensorPiece& b) { return a.global_offset < b.global_offset; });
     Status s = validate_coverage(e, "saving checkpoint");
     if (!s.ok()) return invalid_argument(s.message());
+    // The tensor's fingerprint is the sum of its pieces' partials (each rank computed its own).
+    bool all = true;
+    uint64_t sum = 0;
+    for (TensorPiece& p : e.pieces) {
+      all = all && p.fingerprint.has_value();
+      sum += p.fingerprint.value_or(0);
+      p.fingerprint.reset();
+    }
+    if (all) e.fingerprint = sum;
     out.push_back(std::move(e));
   }
   return out;
@@ -340,14 +367,16 @@ Result<nlohmann::json> parse_json_limited(const std::string& text, const std::st
 nlohmann::json manifest_to_json(const Manifest& m) {
   json shards = json::array();
   for (const auto& s : m.shards) shards.push_back({{"rank", s.rank}, {"file", s.file}, {"bytes", s.bytes}});
-  return {{"format", std::string(kFormatName)},
-          {"version", m.version},
-          {"step", m.step},
-          {"world_size", m.world_size},
-          {"shards", shards},
-          {"config", m.config},
-          {"state", m.state},
-          {"tensors", entries_to_json(m.tensors)}};
+  json j = {{"format", std::string(kFormatName)},
+            {"version", m.version},
+            {"step", m.step},
+            {"world_size", m.world_size},
+            {"shards", shards},
+            {"config", m.config},
+            {"state", m.state},
+            {"tensors", entries_to_json(m.tensors)}};
+  if (m.state_fingerprint) j["state_fingerprint"] = fingerprint_hex(*m.state_fingerprint);
+  return j;
 }
 
 Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& path) {
@@ -376,6 +405,16 @@ Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& 
     m.state = field(j, "state", path);
     if (!m.config.is_object()) fail(path, "'config' must be an object");
     if (!m.state.is_object()) fail(path, "'state' must be an object");
+    auto sf = j.find("state_fingerprint");
+    if (sf != j.end()) {
+      uint64_t v = 0;
+      if (!sf->is_string() || !parse_fingerprint_hex(sf->get<std::string>(), &v))
+        fail(path, "field 'state_fingerprint' must be 16 lowercase hex digits");
+      if (state_fingerprint(m.state) != v)
+        fail(path, "the training state (step, data position, optimizer step count, run config) does not match its "
+                   "state_fingerprint " + fingerprint_hex(v) + ": it was changed or damaged after saving");
+      m.state_fingerprint = v;
+    }
     m.tensors = entries_from_json_or_throw(field(j, "tensors", path), path);
     std::map<std::string_view, int> seen;
     std::vector<FileSpan> spans;  // every stored piece's bytes, to find pieces sharing bytes

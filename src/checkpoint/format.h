@@ -7,6 +7,7 @@
 // which flattened range of the global tensor it holds, so any saved layout loads into any other.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,9 @@ struct TensorPiece {
   int64_t global_offset = 0;
   int64_t numel = 0;
   uint64_t checksum = 0;  // xxh64 of the piece's bytes, seed 0
+  // The piece's partial fingerprint (fingerprint.h), carried from the writing rank to rank 0 in its
+  // ShardRecord; merge_entries sums them into TensorEntry::fingerprint. Not stored in manifests.
+  std::optional<uint64_t> fingerprint = std::nullopt;
 };
 
 struct TensorEntry {
@@ -43,6 +47,10 @@ struct TensorEntry {
   DType dtype = DType::f32;
   std::vector<int64_t> global_shape;
   std::vector<TensorPiece> pieces;
+  // The logical fingerprint of the whole unsharded tensor (fingerprint.h), manifest field
+  // "fingerprint" (16 hex digits). Absent in checkpoints saved before fingerprints existed: those
+  // load without the check.
+  std::optional<uint64_t> fingerprint = std::nullopt;
 };
 
 // What one rank wrote: its shard file and the pieces in it. The trainer gathers these from every
@@ -62,6 +70,9 @@ struct Manifest {
   std::vector<TensorEntry> tensors;  // merged across ranks, pieces sorted by global_offset
   nlohmann::json config = nlohmann::json::object();  // opaque model config
   nlohmann::json state = nlohmann::json::object();   // opaque trainer state
+  // "state_fingerprint": state_fingerprint(state) (fingerprint.h), set by write_manifest and checked
+  // by manifest_from_json; absent in checkpoints from before fingerprints.
+  std::optional<uint64_t> state_fingerprint = std::nullopt;
 };
 
 // "step_00000042"; and the inverse, which accepts exactly that form (no ".tmp-*" suffix).
@@ -80,7 +91,8 @@ bool is_shard_file_name(std::string_view name, int rank);
 uint64_t checksum_bytes(const void* data, size_t bytes);
 
 // Combines entries that share a key (pieces from different ranks) and checks that they agree on
-// dtype and shape, and that their pieces cover the tensor exactly once.
+// dtype and shape, and that their pieces cover the tensor exactly once. A tensor whose pieces all
+// carry partial fingerprints gets their sum as its fingerprint (the pieces' partials are dropped).
 Result<std::vector<TensorEntry>> merge_entries(const std::vector<TensorEntry>& entries);
 // Pieces sorted, in range, not overlapping, and covering every element. `where` prefixes messages.
 Status validate_coverage(const TensorEntry& entry, std::string_view where);

@@ -8,6 +8,7 @@
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/file_io.h"
+#include "checkpoint/fingerprint.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -22,6 +23,7 @@ struct PieceRef {
   const TensorEntry* entry;
   const TensorPiece* piece;
   int64_t bytes;
+  size_t tensor;  // index in the manifest (and in VerifyReport::fingerprints)
 };
 
 class Verifier {
@@ -31,11 +33,13 @@ class Verifier {
 
   VerifyReport run() {
     std::vector<std::vector<PieceRef>> by_rank(m_.shards.size());
-    for (const TensorEntry& e : m_.tensors) {
+    for (size_t t = 0; t < m_.tensors.size(); ++t) {
+      const TensorEntry& e = m_.tensors[t];
+      report_.fingerprints.push_back({e.key, e.fingerprint, 0, true});
       for (const TensorPiece& p : e.pieces) {
         if (p.numel == 0) continue;
         const int64_t bytes = p.numel * static_cast<int64_t>(dtype_size(e.dtype));
-        by_rank[static_cast<size_t>(p.rank)].push_back({&e, &p, bytes});
+        by_rank[static_cast<size_t>(p.rank)].push_back({&e, &p, bytes, t});
         ++report_.pieces;
         report_.bytes += bytes;
       }
@@ -47,6 +51,22 @@ class Verifier {
       });
       verify_shard(m_.shards[r], by_rank[r]);
     }
+    // Coverage was checked when the manifest was read: the pieces' partials add up to the tensor's.
+    const std::string manifest = (fs::path(dir_) / kManifestFile).string();
+    for (size_t t = 0; t < m_.tensors.size(); ++t) {
+      const TensorFingerprint& f = report_.fingerprints[t];
+      if (!f.saved) {
+        ++report_.unfingerprinted;
+      } else if (f.complete && *f.saved != f.stored) {
+        ++report_.fingerprint_mismatches;
+        const TensorEntry& e = m_.tensors[t];
+        add({manifest, -1, e.key, 0, shape_numel(e.global_shape),
+             "fingerprint mismatch: the stored pieces fingerprint to " + fingerprint_hex(f.stored) +
+                 ", the manifest says " + fingerprint_hex(*f.saved) +
+                 " (a piece missing, stored twice, at a wrong offset, or changed together with its checksum)"},
+            0);
+      }
+    }
     return std::move(report_);
   }
 
@@ -56,6 +76,7 @@ class Verifier {
     if (report_.damage.size() < kMaxListedDamage) report_.damage.push_back(std::move(d));
   }
   void piece_damage(const std::string& file, const PieceRef& p, std::string what) {
+    report_.fingerprints[p.tensor].complete = false;
     add({file, p.piece->rank, p.entry->key, p.piece->global_offset, p.piece->global_offset + p.piece->numel,
          std::move(what)},
         1);
@@ -70,6 +91,7 @@ class Verifier {
     int64_t lost_bytes = 0;
     for (const PieceRef& p : pieces) lost_bytes += p.bytes;
     auto whole_file = [&](const std::string& what) {
+      for (const PieceRef& p : pieces) report_.fingerprints[p.tensor].complete = false;
       add({file, s.rank, "", 0, 0, what}, static_cast<int64_t>(pieces.size()));
       skip(lost_bytes);
     };
@@ -102,6 +124,8 @@ class Verifier {
     std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(), &XXH64_freeState);
     XXH64_reset(state.get(), 0);
     buffer_.resize(static_cast<size_t>(std::min(kChunkBytes, p.bytes)));
+    const int64_t esize = static_cast<int64_t>(dtype_size(p.entry->dtype));  // divides kChunkBytes
+    uint64_t fingerprint = 0;
     for (int64_t off = 0; off < p.bytes;) {
       const int64_t n = std::min(kChunkBytes, p.bytes - off);
       Status s = f.read_at(p.piece->offset_in_file + off, static_cast<size_t>(n), buffer_.data());
@@ -111,6 +135,7 @@ class Verifier {
         return;
       }
       XXH64_update(state.get(), buffer_.data(), static_cast<size_t>(n));
+      fingerprint += fingerprint_elements(p.entry->dtype, p.piece->global_offset + off / esize, n / esize, buffer_.data());
       off += n;
       skip(n);
     }
@@ -118,6 +143,7 @@ class Verifier {
       piece_damage(file, p, "checksum mismatch");
       return;
     }
+    report_.fingerprints[p.tensor].stored += fingerprint;
     ++report_.pieces_ok;
   }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "checkpoint/file_io.h"
+#include "checkpoint/fingerprint.h"
 
 namespace tessera::checkpoint {
 namespace fs = std::filesystem;
@@ -125,6 +126,7 @@ Status CheckpointWriter::write_shard() {
         TS_RETURN_IF_ERROR(file.write_zeros(static_cast<size_t>(pad)));
         piece.offset_in_file = file.bytes_written();
         piece.checksum = checksum_bytes(p.data, bytes);
+        piece.fingerprint = fingerprint_elements(e.dtype, piece.global_offset, piece.numel, p.data);
         TS_RETURN_IF_ERROR(file.write(p.data, bytes));
       }
       record_.entries.push_back(std::move(e));
@@ -170,6 +172,7 @@ Status write_manifest(const CheckpointTarget& target, const std::vector<ShardRec
   m.world_size = static_cast<int>(records.size());
   if (!config.is_null()) m.config = config;
   if (!state.is_null()) m.state = state;
+  m.state_fingerprint = state_fingerprint(m.state);
   std::vector<TensorEntry> all;
   for (const ShardRecord* r : by_rank) {
     if (r->file != shard_file_name(r->rank))

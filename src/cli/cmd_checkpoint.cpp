@@ -1,8 +1,9 @@
-// tessera checkpoint inspect|convert: verifying a checkpoint, and converting it to and from one
-// consolidated safetensors directory.
+// tessera checkpoint inspect|fingerprint|diff|convert: verifying a checkpoint, its logical
+// fingerprints, comparing two, and converting one to and from a consolidated safetensors directory.
 #include <cstdio>
 #include <memory>
 
+#include "cli/cmd_checkpoint_compare.h"
 #include "cli/cmd_checkpoint_inspect.h"
 #include "cli/commands.h"
 #include "train/checkpoint_convert.h"
@@ -37,10 +38,12 @@ int run_convert(const std::string& src, const std::string& out) {
 Runner add_checkpoint(CLI::App& app) {
   struct Args {
     InspectOptions inspect;
+    FingerprintOptions fingerprint;
+    DiffOptions diff;
     std::string src, out;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* c = app.add_subcommand("checkpoint", "Inspect and verify a checkpoint, or convert it to and from safetensors");
+  CLI::App* c = app.add_subcommand("checkpoint", "Inspect and verify a checkpoint, print its fingerprints, compare two, or convert one to and from safetensors");
 
   CLI::App* ins = c->add_subcommand(
       "inspect",
@@ -52,6 +55,23 @@ Runner add_checkpoint(CLI::App& app) {
       ->required();
   ins->add_flag("--json", a->inspect.json, "Machine-readable output on stdout (one JSON object)");
   ins->add_flag("--quiet", a->inspect.quiet, "No progress lines on stderr while verifying large checkpoints");
+
+  CLI::App* fp = c->add_subcommand(
+      "fingerprint",
+      "Print each tensor's logical fingerprint (of its unsharded contents, the same under every layout) and check "
+      "it against the stored pieces, read whole. Exit status 0 when every fingerprinted tensor matches, 1 otherwise");
+  fp->add_option("path", a->fingerprint.path, "A checkpoint directory or a run directory (its latest complete one)")
+      ->required();
+  fp->add_flag("--json", a->fingerprint.json, "Machine-readable output on stdout (one JSON object)");
+
+  CLI::App* df = c->add_subcommand(
+      "diff",
+      "Compare two checkpoints tensor by tensor, whatever layouts saved them: equal, or how many elements differ, "
+      "the max abs difference and which ranks' pieces hold them; also the model config and training state. Exit "
+      "status 0 when everything is equal, 1 otherwise");
+  df->add_option("a", a->diff.a, "A checkpoint directory or a run directory (its latest complete one)")->required();
+  df->add_option("b", a->diff.b, "The other checkpoint or run directory")->required();
+  df->add_flag("--json", a->diff.json, "Machine-readable output on stdout (one JSON object)");
 
   CLI::App* conv = c->add_subcommand(
       "convert",
@@ -65,10 +85,13 @@ Runner add_checkpoint(CLI::App& app) {
   conv->add_option("--out", a->out, "Directory to write (a run directory when <src> is a converted directory)")
       ->required();
 
-  return [a, ins, conv] {
+  return [a, ins, fp, df, conv] {
     if (ins->parsed()) return run_checkpoint_inspect(a->inspect);
+    if (fp->parsed()) return run_checkpoint_fingerprint(a->fingerprint);
+    if (df->parsed()) return run_checkpoint_diff(a->diff);
     if (conv->parsed()) return run_convert(a->src, a->out);
-    return fail("tessera checkpoint needs a subcommand: inspect or convert (see tessera checkpoint --help)");
+    return fail("tessera checkpoint needs a subcommand: inspect, fingerprint, diff or convert (see tessera checkpoint "
+                "--help)");
   };
 }
 

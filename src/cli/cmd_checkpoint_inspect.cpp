@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/catalog.h"
+#include "checkpoint/fingerprint.h"
 #include "checkpoint/inspect.h"
 #include "checkpoint/reader.h"
 #include "cli/commands.h"
@@ -73,7 +74,7 @@ json damage_json(const checkpoint::Damage& d) {
 }
 
 std::string damage_text(const checkpoint::Damage& d) {
-  std::string s = "'" + d.file + "' (rank " + std::to_string(d.rank) + ")";
+  std::string s = "'" + d.file + "'" + (d.rank >= 0 ? " (rank " + std::to_string(d.rank) + ")" : "");
   if (!d.key.empty())
     s += ": tensor '" + d.key + "' elements [" + std::to_string(d.begin) + ", " + std::to_string(d.end) + ")";
   return s + ": " + d.what;
@@ -100,11 +101,12 @@ void print_summary(const CheckpointArg& arg, const checkpoint::Manifest& m) {
   json st = m.state;
   st.erase("run_config");
   std::printf("state: %s\n", key_values(st, {"step"}).c_str());
-  std::printf("%-40s %-5s %-16s %6s %12s\n", "tensor", "dtype", "global shape", "pieces", "bytes");
+  std::printf("%-40s %-5s %-16s %6s %12s  %s\n", "tensor", "dtype", "global shape", "pieces", "bytes", "fingerprint");
   for (const auto& e : m.tensors) {
     const int64_t bytes = checkpoint::shape_numel(e.global_shape) * static_cast<int64_t>(dtype_size(e.dtype));
-    std::printf("%-40s %-5s %-16s %6zu %12lld\n", e.key.c_str(), std::string(dtype_name(e.dtype)).c_str(),
-                shape_text(e.global_shape).c_str(), e.pieces.size(), (long long)bytes);
+    std::printf("%-40s %-5s %-16s %6zu %12lld  %s\n", e.key.c_str(), std::string(dtype_name(e.dtype)).c_str(),
+                shape_text(e.global_shape).c_str(), e.pieces.size(), (long long)bytes,
+                e.fingerprint ? checkpoint::fingerprint_hex(*e.fingerprint).c_str() : "none");
   }
 }
 
@@ -163,16 +165,23 @@ int run_checkpoint_inspect(const InspectOptions& o) {
     if (e.key.rfind("param/", 0) == 0) params += n;
   }
   const std::string fix = r.ok() ? "" : checkpoint::recovery_advice(arg->dir);
-  const std::string error =
-      r.ok() ? "" : "checkpoint '" + arg->dir + "' is damaged: " + std::to_string(r.damaged_pieces) + " of " +
-                        std::to_string(r.pieces) + " pieces failed verification" +
-                        (r.damaged_pieces == 0 ? " (but a shard file is wrong)" : "");
+  std::string error;
+  if (!r.ok()) {
+    error = "checkpoint '" + arg->dir + "' is damaged: " + std::to_string(r.damaged_pieces) + " of " +
+            std::to_string(r.pieces) + " pieces failed verification";
+    if (r.fingerprint_mismatches > 0)
+      error += ", " + std::to_string(r.fingerprint_mismatches) + " tensor" +
+               (r.fingerprint_mismatches == 1 ? "'s" : "s'") + " stored pieces do not match the saved fingerprint";
+    else if (r.damaged_pieces == 0)
+      error += " (but a shard file is wrong)";
+  }
   if (o.json) {
     json tensors = json::array();
     for (const auto& e : m->tensors)
       tensors.push_back({{"key", e.key}, {"dtype", std::string(dtype_name(e.dtype))}, {"shape", e.global_shape},
                          {"pieces", e.pieces.size()},
-                         {"bytes", checkpoint::shape_numel(e.global_shape) * static_cast<int64_t>(dtype_size(e.dtype))}});
+                         {"bytes", checkpoint::shape_numel(e.global_shape) * static_cast<int64_t>(dtype_size(e.dtype))},
+                         {"fingerprint", e.fingerprint ? json(checkpoint::fingerprint_hex(*e.fingerprint)) : json(nullptr)}});
     json shards = json::array();
     for (const auto& s : m->shards) shards.push_back({{"rank", s.rank}, {"file", s.file}, {"bytes", s.bytes}});
     json damage = json::array();
@@ -189,7 +198,10 @@ int run_checkpoint_inspect(const InspectOptions& o) {
                 {"totals", {{"tensors", m->tensors.size()}, {"pieces", pieces}, {"bytes", tensor_bytes},
                             {"parameters", params}}},
                 {"verify", {{"pieces", r.pieces}, {"pieces_ok", r.pieces_ok}, {"damaged_pieces", r.damaged_pieces},
-                            {"bytes", r.bytes}, {"seconds", secs}, {"damage", damage}}},
+                            {"bytes", r.bytes}, {"seconds", secs}, {"damage", damage},
+                            {"fingerprints", {{"checked", static_cast<int64_t>(r.fingerprints.size()) - r.unfingerprinted},
+                                              {"mismatched", r.fingerprint_mismatches},
+                                              {"absent", r.unfingerprinted}}}}},
                 {"ok", r.ok()}};
     if (!r.ok()) {
       out["error"] = error;
@@ -206,9 +218,16 @@ int run_checkpoint_inspect(const InspectOptions& o) {
     if (r.damage.size() == checkpoint::kMaxListedDamage) list += "\n  ... (only the first ones are listed)";
     return fail(error + ":" + list + "\nfix: " + fix);
   }
-  if (!o.json)
+  if (!o.json) {
     std::printf("all %lld pieces verified (%s in %.2f s, %.0f MB/s)\n", (long long)r.pieces,
                 human_bytes(r.bytes).c_str(), secs, secs > 0 ? static_cast<double>(r.bytes) / secs / 1e6 : 0.0);
+    if (r.unfingerprinted == static_cast<int64_t>(r.fingerprints.size()))
+      std::printf("no fingerprints: saved by a Tessera from before they existed, so loads of it check checksums only\n");
+    else
+      std::printf("all %lld fingerprinted tensors match their stored pieces%s\n",
+                  (long long)(static_cast<int64_t>(r.fingerprints.size()) - r.unfingerprinted),
+                  r.unfingerprinted ? (" (" + std::to_string(r.unfingerprinted) + " without a fingerprint)").c_str() : "");
+  }
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "model/hf_directory.h"
 #include "model/hf_weights.h"
 #include "model/safetensors.h"
+#include "train/checkpoint_fingerprints.h"
 #include "train/train_checkpoint.h"
 
 namespace tessera {
@@ -35,6 +36,9 @@ Result<LoadedModel> load_model_from_checkpoint(const std::string& path) {
   lm.store = std::make_unique<ParamStore>(ParamLayout(lm.config));
   for (const auto& p : lm.store->layout().params())
     TS_RETURN_IF_ERROR(reader.read_f32("param/" + p.name, 0, p.numel, lm.store->params() + p.offset));
+  // The whole model, parameters only: its fingerprints must be the saved ones.
+  TS_RETURN_IF_ERROR(compare_fingerprints(
+      dir, reader.tensors(), partial_fingerprints({CheckpointChunk{lm.store.get(), nullptr, {0, lm.store->numel()}}})));
   lm.step = reader.step();
   lm.source = dir;
   try {

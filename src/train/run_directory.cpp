@@ -7,6 +7,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/reader.h"
 #include "core/log.h"
+#include "train/checkpoint_fingerprints.h"
 #include "train/training_run.h"
 
 namespace fs = std::filesystem;
@@ -76,6 +77,17 @@ Status resume_latest(TrainingRun& run) {
       damaged.push_back(it->path);
       continue;
     }
+    // What every rank placed, summed over the ranks, must fingerprint as the saving layout recorded.
+    // A mismatch stops the resume on every rank (no falling back): it is either damage that the
+    // checksums missed or a loader bug, and neither may set checkpoints aside or train on.
+    std::vector<CheckpointChunk> chunks;
+    for (const OwnedState& o : run.update().owned_state())
+      chunks.push_back({run.stores[static_cast<size_t>(o.chunk)].get(), o.optimizer, o.range});
+    auto verified = verify_loaded_fingerprints(run.world, it->path, chunks);
+    if (!verified.ok()) return verified.status();
+    if (run.lead && *verified == 0)
+      log_warn("checkpoint " + it->path + " has no fingerprints (saved by an older Tessera): loaded without the "
+               "fingerprint check, only the checksums were verified");
     TS_RETURN_IF_ERROR(run.world.barrier());  // every rank is done reading before anything is renamed
     if (run.lead) {
       for (const std::string& bad_dir : damaged) {

@@ -1,6 +1,7 @@
-# tessera checkpoint inspect / convert, end to end: inspect verifies every piece and names damage
-# with a fix; convert to safetensors and back is bitwise, and a run resumed from the converted-back
-# checkpoint continues exactly like the uninterrupted run.
+# tessera checkpoint inspect / fingerprint / diff / convert, end to end: inspect verifies every piece
+# and names damage with a fix; convert to safetensors and back is bitwise and diffs as equal, and a
+# run resumed from the converted-back checkpoint continues exactly like the uninterrupted run; a
+# tensor whose pieces do not match its saved fingerprint is named by fingerprint, inspect and --resume.
 # Usage: checkpoint_tools.sh TESSERA SOURCE_DIR
 source "$(dirname "$0")/lib.sh"
 
@@ -52,6 +53,46 @@ for f in shard_0.bin manifest.json; do
 done
 "$TESSERA" checkpoint inspect F --quiet >/dev/null || fail "inspect of the converted-back checkpoint"
 
+# --- fingerprint and diff: the converted-back checkpoint holds the same state; other steps differ.
+out=$("$TESSERA" checkpoint fingerprint $CK) || fail "fingerprint: $out"
+grep -qE "^param/wte +[0-9a-f]{16} match" <<<"$out" || fail "fingerprint does not list param/wte as matching: $out"
+grep -qF "all 48 fingerprinted tensors match their stored pieces" <<<"$out" || fail "fingerprint summary: $out"
+grep -qF "all 48 fingerprinted tensors match" < <("$TESSERA" checkpoint inspect $CK) || fail "inspect checks fingerprints"
+out=$("$TESSERA" checkpoint diff $CK F) || fail "diff of B and its converted-back copy: $out"
+grep -qF "equal: all 48 tensors, the model config and the training state" <<<"$out" || fail "diff says: $out"
+rc=0
+"$TESSERA" checkpoint diff --json A B >diff.json || rc=$?
+[[ $rc -eq 1 ]] || fail "diff of steps 12 and 6 exited $rc"
+/usr/bin/python3 - diff.json <<'PY' || fail "diff --json of steps 12 and 6"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert not j["equal"] and j["differing_tensors"] > 0 and j["ranks_a"] == 1, j
+t = {x["key"]: x for x in j["tensors"]}["param/wte"]
+assert t["result"] == "differs" and t["max_abs_diff"] > 0 and t["fingerprint_a"] != t["fingerprint_b"], t
+assert t["pieces_a"] == [{"rank": 0, "elements": [0, 256 * 64]}], t
+assert any(d.startswith("step 12 vs 6") for d in j["state_differences"]), j["state_differences"]
+PY
+# A saved fingerprint that the pieces do not add up to (planted in the manifest).
+cp -r B P
+/usr/bin/python3 - P/checkpoints/step_00000006/manifest.json <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+t = next(t for t in m["tensors"] if t["key"] == "adam_m/h.0.mlp.fc.w")
+t["fingerprint"] = "%016x" % (int(t["fingerprint"], 16) ^ 1)
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+expect_error "fingerprint of a planted mismatch" "adam_m/h.0.mlp.fc.w|fingerprint mismatch|fix:" -- \
+  "$TESSERA" checkpoint fingerprint P
+expect_error "inspect of a planted mismatch" "adam_m/h.0.mlp.fc.w|fingerprint mismatch|1 tensor's stored pieces" -- \
+  "$TESSERA" checkpoint inspect P
+rc=0
+out=$(tiny_train P ds "${RUN[@]}" --resume 2>&1) || rc=$?
+[[ $rc -ne 0 && $rc -lt 128 ]] || fail "resume of a planted fingerprint mismatch exited $rc: $out"
+for p in "adam_m/h.0.mlp.fc.w" "does not load as it was saved" "tessera checkpoint fingerprint"; do
+  grep -qF -- "$p" <<<"$out" || fail "resume of a planted mismatch does not say '$p': $out"
+done
+[[ -d P/checkpoints/step_00000006 ]] || fail "the refused resume set the checkpoint aside"
+
 # A run resumed from the converted-back checkpoint continues exactly like the uninterrupted run.
 tiny_train F ds "${RUN[@]}" --resume 2>F.err || { cat F.err >&2; fail "resume F"; }
 la=$(train_losses A/metrics.jsonl 7 12) || fail "metrics of A"
@@ -67,7 +108,7 @@ expect_error "convert into a directory with a conversion" "X/model.safetensors|a
 expect_error "inspect of a missing path" "no_such|not a directory" -- "$TESSERA" checkpoint inspect no_such
 expect_error "convert of a directory that holds nothing" "ds|holds no checkpoint" -- \
   "$TESSERA" checkpoint convert ds --out Y
-expect_error "checkpoint without a subcommand" "inspect|convert" -- "$TESSERA" checkpoint
+expect_error "checkpoint without a subcommand" "inspect|fingerprint|diff|convert" -- "$TESSERA" checkpoint
 
 # --- damage: named by file, tensor and element range, with the checkpoint to resume from instead.
 tiny_train H ds "${RUN[@]}" train.checkpoint_interval=2 --stop-after 4 || fail "run H"
