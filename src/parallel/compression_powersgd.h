@@ -31,8 +31,9 @@ class PowerSgd final : public Compressor {
   int rank() const { return rank_; }
   int64_t p_numel() const { return rows_ * rank_; }
   int64_t q_numel() const { return cols_ * rank_; }
-  // The warm-start state (cols x r).
+  // The warm-start state (cols x r); checkpoints save and restore it.
   const std::vector<float>& q() const { return q_; }
+  std::vector<float>& q() { return q_; }
 
   // --- the two-round exchange (data parallel) ---
   // residual += grad (it now holds M); p (rows x r) = M Q.

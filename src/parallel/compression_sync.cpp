@@ -29,7 +29,7 @@ CompressedExchange::CompressedExchange(Backend& backend, Communicator& dp, const
     }
     // The same seed on every replica of this chunk: the replicas' Q must start equal.
     auto psgd = std::make_unique<PowerSgd>(backend, p.shape[0], p.shape[1], cfg.powersgd_rank, 0x5EED0000ull + index);
-    matrices_.push_back({p.offset, std::move(psgd), p_total, q_total});
+    matrices_.push_back({p.name, p.offset, std::move(psgd), p_total, q_total});
     p_total += matrices_.back().psgd->p_numel();
     q_total += matrices_.back().psgd->q_numel();
   }
@@ -39,6 +39,16 @@ CompressedExchange::CompressedExchange(Backend& backend, Communicator& dp, const
   }
   p_buf_.assign(static_cast<size_t>(p_total), 0.0f);
   q_buf_.assign(static_cast<size_t>(q_total), 0.0f);
+}
+
+std::vector<CompressedExchange::StateSpan> CompressedExchange::state() {
+  std::vector<StateSpan> out;
+  if (!residual_.empty()) out.push_back({"residual", residual_.data(), static_cast<int64_t>(residual_.size())});
+  for (Matrix& m : matrices_) {
+    std::vector<float>& q = m.psgd->q();
+    out.push_back({"powersgd_q/" + m.name, q.data(), static_cast<int64_t>(q.size())});
+  }
+  return out;
 }
 
 Work CompressedExchange::launch(size_t bucket, float* grads, int64_t begin, int64_t end) {

@@ -8,11 +8,12 @@
 // topk, onebit and powersgd keep an error-feedback residual per element of the buffer (this rank's
 // own, never communicated); bf16 is plain casting. Every replica computes the same result from the
 // same received data in the same order, so the averaged gradients are bitwise identical.
-// The residual and PowerSGD's warm-start Q are not checkpointed: a resumed run restarts them at
-// zero / the seed (documented in README; config changes of comm.* warn on --resume).
+// The residual and PowerSGD's warm-start Q are this rank's state between steps: state() lets a
+// checkpoint save and restore them (train/compression_checkpoint.h).
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -41,9 +42,18 @@ class CompressedExchange {
 
   // The error-feedback residual (numel of the buffer; empty for bf16).
   const std::vector<float>& residual() const { return residual_; }
+  // The state a step leaves for the next (empty for bf16): "residual", and under PowerSGD
+  // "powersgd_q/<parameter>" for each compressed matrix.
+  struct StateSpan {
+    std::string name;
+    float* data;
+    int64_t numel;
+  };
+  std::vector<StateSpan> state();
 
  private:
   struct Matrix {
+    std::string name;
     int64_t offset;
     std::unique_ptr<PowerSgd> psgd;
     int64_t p_at, q_at;  // into the P and Q exchange buffers

@@ -64,6 +64,8 @@ class DataParallel final : public ReplicaSync {
   std::vector<OwnedState> owned_state() override { return {{0, &opt_, checkpoint_range()}}; }
   int64_t optimizer_steps() const override { return opt_.steps_taken(); }
   FlatRange checkpoint_range() const;
+  // comm.compression's exchange and its state between steps (null: none, or dp = 1).
+  CompressedExchange* exchange() { return exchange_.get(); }
   // Replicas hold the whole averaged gradient: the local sum over the counted tensors, no communication.
   Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
   void scale_grads(float scale) override;

@@ -8,6 +8,7 @@
 #include "checkpoint/writer.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "train/compression_checkpoint.h"
 #include "train/local_sgd_checkpoint.h"
 #include "train/preemption.h"
 #include "observe/progress.h"
@@ -114,6 +115,13 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     if (!run.local_sgd.empty()) {
       const TrainingRun::LocalSgdChunk& l = run.local_sgd.at(static_cast<size_t>(o.chunk));
       chunks.back().extra = local_sgd_checkpoint_tensors(*l.sync, l.key_prefix);
+    }
+    if (static_cast<size_t>(o.chunk) < run.compression.size()) {
+      const TrainingRun::CompressionChunk& x = run.compression[static_cast<size_t>(o.chunk)];
+      if (x.exchange)
+        for (ExtraTensor& e : compression_checkpoint_tensors(*x.exchange, run.grid->dp().rank(), run.grid->dp().size(),
+                                                             x.key_prefix))
+          chunks.back().extra.push_back(std::move(e));
     }
   }
   const FaultInjection* faults = run.faults;

@@ -15,6 +15,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/compression_sync.h"
 #include "parallel/local_sgd.h"
 #include "parallel/param_server.h"
 #include "train/async_checkpoint.h"
@@ -84,6 +85,13 @@ struct TrainingRun {
     std::string key_prefix;
   };
   std::vector<LocalSgdChunk> local_sgd;
+  // comm.compression with state between steps: each model chunk's exchange (null: none) and its
+  // checkpoint key prefix.
+  struct CompressionChunk {
+    CompressedExchange* exchange;
+    std::string key_prefix;
+  };
+  std::vector<CompressionChunk> compression;
   std::unique_ptr<MicroBatchRunner> runner;
   std::unique_ptr<StepHooks> hooks;  // the FaultInjection below (TESSERA_FAULT)
   FaultInjection* faults = nullptr;  // TESSERA_FAULT (none in normal runs)

@@ -18,6 +18,7 @@
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
 #include "checkpoint/catalog.h"
+#include "train/compression_checkpoint.h"
 #include "train/local_sgd_checkpoint.h"
 #include "plan/memory_plan.h"
 #include "parallel/pipeline_runner.h"
@@ -163,7 +164,7 @@ Status build_training_model(TrainingRun& run) {
   }
   const int64_t bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, compression_config(cfg));
-  const bool whole_replica = tp_size == 1 && pp_size == 1;  // checkpoints keep local SGD's keys of such runs
+  const bool whole_replica = tp_size == 1 && pp_size == 1;  // short checkpoint keys (local SGD's, compression's)
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
     if (cfg.train.local_steps > 0) {
       auto local = std::make_unique<LocalSgd>(*run.backend, grid.dp(), store, cfg.optim, local_sgd_config(cfg));
@@ -174,7 +175,10 @@ Status build_training_model(TrainingRun& run) {
     if (zero > 0)
       return std::make_unique<ZeroSharded>(*run.backend, grid.dp(), store, cfg.optim, zero,
                                            compression.kind == CompressionKind::bf16);
-    return std::make_unique<DataParallel>(*run.backend, grid.dp(), store, cfg.optim, bucket_bytes, compression);
+    auto dp = std::make_unique<DataParallel>(*run.backend, grid.dp(), store, cfg.optim, bucket_bytes, compression);
+    const int chunk = static_cast<int>(run.compression.size());
+    run.compression.push_back({dp->exchange(), compression_key_prefix(whole_replica, stage, chunk, grid.coord().tp)});
+    return dp;
   };
   auto sync = std::make_unique<ModelParallelSync>(*run.backend, groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
@@ -222,6 +226,24 @@ Status build_model(TrainingRun& run) {
     run.sync->set_trace([&tl = run.timeline](size_t b, double t0, double t1) {
       tl.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1);
     });
+  return Status::ok_status();
+}
+
+// A resumed run with compression state (train/compression_checkpoint.h): each chunk's from the
+// checkpoint just loaded, or -- another dp, none saved -- from the start, which rank 0 reports.
+Status restore_compression(TrainingRun& run) {
+  TS_ASSIGN_OR_RETURN(auto latest, checkpoint::find_latest_complete(run.cfg.train.out_dir));
+  TS_ASSIGN_OR_RETURN(checkpoint::CheckpointReader reader, checkpoint::open_checkpoint(latest.path));
+  Communicator& dp = run.grid->dp();
+  for (const TrainingRun::CompressionChunk& c : run.compression) {
+    if (!c.exchange) continue;
+    TS_ASSIGN_OR_RETURN(const std::string why_not,
+                        restore_compression_state(reader, *c.exchange, dp.rank(), dp.size(), c.key_prefix));
+    if (!why_not.empty() && run.lead)
+      log_warn("comm.compression's error-feedback state starts afresh (" + why_not +
+               "): the run continues, but not bitwise as it would have");
+    if (!why_not.empty()) break;
+  }
   return Status::ok_status();
 }
 
@@ -310,6 +332,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(build_model(*run));
   TS_RETURN_IF_ERROR(agree_on(world, prepare_run_directory(*run)));
   if (!run->local_sgd.empty() && run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_local_sgd(*run)));
+  if (run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_compression(*run)));
   // Replicas of one stage and shard must hold the same layout.
   uint64_t numel = 0;
   for (const auto& st : run->stores) numel += static_cast<uint64_t>(st->numel());
