@@ -22,6 +22,7 @@ Runner add_plan(CLI::App& app);
 Runner add_checkpoint(CLI::App& app);
 Runner add_launch(CLI::App& app);
 Runner add_config(CLI::App& app);
+Runner add_data(CLI::App& app);
 
 // `tessera --version`: version, build and CPU kernel level (version.cpp).
 std::string version_text();

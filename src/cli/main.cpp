@@ -56,6 +56,7 @@ int main(int raw_argc, char** raw_argv) {
   reg(add_plan);
   reg(add_checkpoint);
   reg(add_launch);
+  reg(add_data);
   reg(add_config);
   // CLI11 would only say "A subcommand is required" for a mistyped command: name it and the choices.
   if (argc > 1 && argv[1][0] != '-') {

@@ -48,6 +48,7 @@ struct TrainConfig {
   Precision precision = Precision::fp32;  // matmul arithmetic: fp32 | bf16 | fp16 (model/precision.h)
   double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
   bool async_checkpoint = false;    // write checkpoints in the background (train/async_checkpoint.h)
+  bool sample_ledger = false;       // record which step and rank consumed each sample (data/sample_ledger.h)
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,

@@ -261,6 +261,9 @@ std::vector<SectionSpec> make_schema() {
             "per-rank memory budget checked before launch; 0 = no limit"},
            {"async_checkpoint", field(&RC::train, &TC::async_checkpoint), kOk, {},
             "snapshot the state at the step boundary and write checkpoints in the background"},
+           {"sample_ledger", field(&RC::train, &TC::sample_ledger), kOk, {},
+            "record which step and data-parallel rank consumed each sample (<out_dir>/ledger; check with "
+            "`tessera data ledger`)"},
        }},
       {"optim",
        {

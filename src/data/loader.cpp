@@ -61,6 +61,7 @@ DataLoader::Batch DataLoader::make_batch(LoaderPosition& pos) {
       perm_epoch_ = epoch;
     }
     index_.read_window(perm_[off % N], &b.windows[j * (T + 1)]);
+    b.samples.push_back({epoch, off % N, perm_[off % N]});
   }
   const uint64_t off = pos.index + B * static_cast<uint64_t>(cfg_.world);
   pos.epoch += off / N;
@@ -113,6 +114,7 @@ void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
     split_window(&b.windows[static_cast<size_t>(j) * (T + 1)], T, inputs + static_cast<size_t>(j) * T,
                  targets + static_cast<size_t>(j) * T);
   consumed_ = b.after;
+  last_samples_ = std::move(b.samples);
 }
 
 Status DataLoader::restore(const LoaderPosition& p) {

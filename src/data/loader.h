@@ -34,6 +34,13 @@ struct LoaderPosition {
   bool operator==(const LoaderPosition&) const = default;
 };
 
+// One sequence of the stream: the window at `position` of epoch `epoch`'s permutation (its stable id
+// in the dataset split is `window`).
+struct SampleId {
+  uint64_t epoch = 0, position = 0, window = 0;
+  bool operator==(const SampleId&) const = default;
+};
+
 // The stream: epoch e is the permutation epoch_permutation(num_windows, seed, e) of all windows,
 // epochs concatenated. Each step takes the next B*world sequences (wrapping into the next epoch
 // when one ends); rank r gets sequences [r*B, (r+1)*B) of them. So the union over ranks equals the
@@ -51,6 +58,8 @@ class DataLoader {
   void next_batch(int32_t* inputs, int32_t* targets);
   // Position after the last batch returned by next_batch (prefetched batches do not count).
   LoaderPosition position() const { return consumed_; }
+  // The B sequences of the last batch next_batch returned (train.sample_ledger records them).
+  const std::vector<SampleId>& last_samples() const { return last_samples_; }
   // The batches after this call are the ones that followed `p` in the original run.
   Status restore(const LoaderPosition& p);
 
@@ -64,6 +73,7 @@ class DataLoader {
  private:
   struct Batch {
     std::vector<int32_t> windows;  // B rows of T+1 tokens
+    std::vector<SampleId> samples;  // which sequence each row is
     LoaderPosition after;
   };
   DataLoader(WindowIndex index, const LoaderConfig& c);
@@ -75,6 +85,7 @@ class DataLoader {
   WindowIndex index_;
   LoaderConfig cfg_;
   LoaderPosition consumed_;
+  std::vector<SampleId> last_samples_;
   LoaderPosition produced_;  // owned by the producer while it runs
   // Permutation cache, used only by whoever makes batches (one thread at a time).
   uint64_t perm_epoch_ = UINT64_MAX;

@@ -177,6 +177,7 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   if (!std::isfinite(r.loss))
     return internal_error("loss became " + std::to_string(r.loss) + " at step " + std::to_string(run.state.step) +
                           ": lower optim.lr or enable optim.grad_clip");
+  TS_RETURN_IF_ERROR(run.ledger_status);
   if (run.opts.verify_replicas)
     TS_RETURN_IF_ERROR(run.update().verify_replicas("parameters after step " + std::to_string(run.state.step + 1)));
   ++run.state.step;

@@ -15,6 +15,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
+#include "data/sample_ledger.h"
 #include "parallel/compression_sync.h"
 #include "parallel/local_sgd.h"
 #include "parallel/param_server.h"
@@ -92,6 +93,8 @@ struct TrainingRun {
     std::string key_prefix;
   };
   std::vector<CompressionChunk> compression;
+  std::optional<SampleLedgerWriter> ledger;  // train.sample_ledger on a replica's first rank
+  Status ledger_status;                      // its first failure (checked after each step)
   std::unique_ptr<MicroBatchRunner> runner;
   std::unique_ptr<StepHooks> hooks;  // the FaultInjection below (TESSERA_FAULT)
   FaultInjection* faults = nullptr;  // TESSERA_FAULT (none in normal runs)

@@ -2,7 +2,10 @@
 // strategy, micro-batch runner, resume, metrics), with every rank agreeing on each outcome.
 #include <omp.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <thread>
 
@@ -18,6 +21,7 @@
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
 #include "checkpoint/catalog.h"
+#include "data/sample_ledger.h"
 #include "train/compression_checkpoint.h"
 #include "train/local_sgd_checkpoint.h"
 #include "plan/memory_plan.h"
@@ -124,6 +128,15 @@ ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int st
 // its tp shard; the pipeline runner (at pp = 1 it is gradient accumulation) and the model-parallel
 // gradient strategy with a DataParallel, ZeroSharded or LocalSgd part per chunk (a parameter-server
 // run: the worker's pushes instead, with the same tp / pp corrections).
+// The model's micro-batches: the loader's next batch, recorded in the sample ledger when it is on.
+BatchSource batch_source(TrainingRun& run) {
+  return [&run](int32_t* in, int32_t* tg) {
+    run.loader->next_batch(in, tg);
+    if (run.ledger && run.ledger_status.ok())
+      run.ledger_status = run.ledger->record(run.state.step + 1, run.loader->last_samples());
+  };
+}
+
 Status build_training_model(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
@@ -159,7 +172,7 @@ Status build_training_model(TrainingRun& run) {
           model.set_precision(precision);
           if (hooks) model.set_tensor_parallel_hooks(hooks);
         },
-        [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); });
+        batch_source(run));
     return Status::ok_status();
   }
   const int64_t bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
@@ -192,7 +205,7 @@ Status build_training_model(TrainingRun& run) {
   run.runner = std::make_unique<PipelineRunner>(
       *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, recompute, grid.pp(), lay.schedule, lay.pipe, *sync,
       configure,
-      [loader](int32_t* in, int32_t* tg) { loader->next_batch(in, tg); });
+      batch_source(run));
   run.sync = std::move(sync);
   return Status::ok_status();
 }
@@ -226,6 +239,28 @@ Status build_model(TrainingRun& run) {
     run.sync->set_trace([&tl = run.timeline](size_t b, double t0, double t1) {
       tl.add("allreduce bucket " + std::to_string(b), "comm", t0, t1, 1);
     });
+  return Status::ok_status();
+}
+
+// train.sample_ledger: every invocation gets an id (rank 0's, broadcast: a collective over the
+// world); each replica's first rank (tp 0, pp 0) records what its loader hands out.
+Status open_sample_ledger(TrainingRun& run) {
+  if (!run.cfg.train.sample_ledger) return Status::ok_status();
+  uint64_t id = 0;
+  if (run.lead)
+    id = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+         (static_cast<uint64_t>(::getpid()) << 40);
+  TS_RETURN_IF_ERROR(run.world.broadcast_async(&id, sizeof id, DType::u8, 0).wait());
+  if (!run.loader) return Status::ok_status();  // a parameter server
+  const GridCoord c = run.grid->coord();
+  if (c.tp != 0 || c.pp != 0) return Status::ok_status();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
+  LedgerRun line{hex, run.state.step, run.dp_size(), run.cfg.train.micro_batch, run.cfg.train.seed,
+                 run.loader->windows_per_epoch()};
+  TS_ASSIGN_OR_RETURN(SampleLedgerWriter w,
+                      SampleLedgerWriter::open(run.cfg.train.out_dir, hex, c.dp, run.lead ? &line : nullptr));
+  run.ledger.emplace(std::move(w));
   return Status::ok_status();
 }
 
@@ -331,6 +366,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(open_loaders(*run));
   TS_RETURN_IF_ERROR(build_model(*run));
   TS_RETURN_IF_ERROR(agree_on(world, prepare_run_directory(*run)));
+  TS_RETURN_IF_ERROR(agree_on(world, open_sample_ledger(*run)));
   if (!run->local_sgd.empty() && run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_local_sgd(*run)));
   if (run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_compression(*run)));
   // Replicas of one stage and shard must hold the same layout.
