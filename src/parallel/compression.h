@@ -26,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "backend/backend.h"
@@ -42,6 +43,14 @@ struct CompressionConfig {
   CompressionKind kind = CompressionKind::none;
   double topk_ratio = 0.01;  // fraction of the elements top-k keeps, in (0, 1]
   int powersgd_rank = 4;     // r of PowerSGD's P (rows x r) and Q (cols x r)
+};
+
+// State a compressing exchange carries between steps (an error-feedback residual, PowerSGD's Q),
+// named for checkpoints (train/compression_checkpoint.h).
+struct CompressionState {
+  std::string name;
+  float* data;
+  int64_t numel;
 };
 
 // Elements that share one 1-bit scale.

@@ -41,8 +41,8 @@ CompressedExchange::CompressedExchange(Backend& backend, Communicator& dp, const
   q_buf_.assign(static_cast<size_t>(q_total), 0.0f);
 }
 
-std::vector<CompressedExchange::StateSpan> CompressedExchange::state() {
-  std::vector<StateSpan> out;
+std::vector<CompressionState> CompressedExchange::state() {
+  std::vector<CompressionState> out;
   if (!residual_.empty()) out.push_back({"residual", residual_.data(), static_cast<int64_t>(residual_.size())});
   for (Matrix& m : matrices_) {
     std::vector<float>& q = m.psgd->q();

@@ -44,12 +44,7 @@ class CompressedExchange {
   const std::vector<float>& residual() const { return residual_; }
   // The state a step leaves for the next (empty for bf16): "residual", and under PowerSGD
   // "powersgd_q/<parameter>" for each compressed matrix.
-  struct StateSpan {
-    std::string name;
-    float* data;
-    int64_t numel;
-  };
-  std::vector<StateSpan> state();
+  std::vector<CompressionState> state();
 
  private:
   struct Matrix {

@@ -139,6 +139,15 @@ Result<UpdateResult> ParamServerWorker::update(float, float, Timeline& timeline)
   return r;
 }
 
+std::vector<CompressionState> ParamServerWorker::compression_state() {
+  std::vector<CompressionState> out;
+  for (size_t s = 0; s < residual_.size(); ++s)
+    for (size_t c = 0; c < residual_[s].size(); ++c)
+      out.push_back({"ps_residual/server" + std::to_string(s) + ".chunk" + std::to_string(c), residual_[s][c].data(),
+                     static_cast<int64_t>(residual_[s][c].size())});
+  return out;
+}
+
 int ParamServerWorker::agreed_stop_signal() const {
   int64_t sig = 0;
   for (const ReplyHeader& h : reply_)  // the servers agreed: all equal

@@ -118,8 +118,8 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     }
     if (static_cast<size_t>(o.chunk) < run.compression.size()) {
       const TrainingRun::CompressionChunk& x = run.compression[static_cast<size_t>(o.chunk)];
-      if (x.exchange)
-        for (ExtraTensor& e : compression_checkpoint_tensors(*x.exchange, run.grid->dp().rank(), run.grid->dp().size(),
+      if (x.state)
+        for (ExtraTensor& e : compression_checkpoint_tensors(x.state(), run.grid->dp().rank(), run.grid->dp().size(),
                                                              x.key_prefix))
           chunks.back().extra.push_back(std::move(e));
     }

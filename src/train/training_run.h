@@ -86,10 +86,10 @@ struct TrainingRun {
     std::string key_prefix;
   };
   std::vector<LocalSgdChunk> local_sgd;
-  // comm.compression with state between steps: each model chunk's exchange (null: none) and its
-  // checkpoint key prefix.
+  // comm.compression with state between steps: each model chunk's state (null: none; a
+  // parameter-server worker's covers all its chunks, at chunk 0) and its checkpoint key prefix.
   struct CompressionChunk {
-    CompressedExchange* exchange;
+    std::function<std::vector<CompressionState>()> state;
     std::string key_prefix;
   };
   std::vector<CompressionChunk> compression;

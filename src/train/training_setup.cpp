@@ -16,6 +16,7 @@
 #include "model/hf_weights.h"
 #include "parallel/compression.h"
 #include "parallel/data_parallel.h"
+#include "parallel/param_server_worker.h"
 #include "parallel/local_sgd.h"
 #include "parallel/model_parallel_sync.h"
 #include "parallel/tensor_parallel.h"
@@ -165,6 +166,9 @@ Status build_training_model(TrainingRun& run) {
   DataLoader* loader = run.loader.get();
   if (is_param_server_run(cfg)) {  // pushes after the tp / pp corrections; no per-layer callbacks
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, chunks, groups));
+    auto* worker = static_cast<ParamServerWorker*>(run.sync.get());  // what make_param_server_worker makes
+    run.compression.push_back({[worker] { return worker->compression_state(); },
+                               "compression/ps.stage" + std::to_string(stage) + ".tp" + std::to_string(grid.coord().tp) + "/"});
     run.runner = std::make_unique<PipelineRunner>(
         *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, recompute, grid.pp(), lay.schedule, lay.pipe,
         *run.sync,
@@ -190,7 +194,9 @@ Status build_training_model(TrainingRun& run) {
                                            compression.kind == CompressionKind::bf16);
     auto dp = std::make_unique<DataParallel>(*run.backend, grid.dp(), store, cfg.optim, bucket_bytes, compression);
     const int chunk = static_cast<int>(run.compression.size());
-    run.compression.push_back({dp->exchange(), compression_key_prefix(whole_replica, stage, chunk, grid.coord().tp)});
+    std::function<std::vector<CompressionState>()> state;
+    if (CompressedExchange* x = dp->exchange()) state = [x] { return x->state(); };
+    run.compression.push_back({std::move(state), compression_key_prefix(whole_replica, stage, chunk, grid.coord().tp)});
     return dp;
   };
   auto sync = std::make_unique<ModelParallelSync>(*run.backend, groups, chunks, make_part);
@@ -271,9 +277,9 @@ Status restore_compression(TrainingRun& run) {
   TS_ASSIGN_OR_RETURN(checkpoint::CheckpointReader reader, checkpoint::open_checkpoint(latest.path));
   Communicator& dp = run.grid->dp();
   for (const TrainingRun::CompressionChunk& c : run.compression) {
-    if (!c.exchange) continue;
+    if (!c.state) continue;
     TS_ASSIGN_OR_RETURN(const std::string why_not,
-                        restore_compression_state(reader, *c.exchange, dp.rank(), dp.size(), c.key_prefix));
+                        restore_compression_state(reader, c.state(), dp.rank(), dp.size(), c.key_prefix));
     if (!why_not.empty() && run.lead)
       log_warn("comm.compression's error-feedback state starts afresh (" + why_not +
                "): the run continues, but not bitwise as it would have");
