@@ -133,6 +133,9 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     o.write_fault = faults->shard_write_fault(step);
     if (faults->damages_checkpoint(step))
       o.after_complete = [faults, step](const std::string& dir) { return faults->after_checkpoint(step, dir); };
+    // A server updates its shards as pushes arrive, and ZeRO-3 gathers into the parameter buffers
+    // during forward: there the buffers change outside the update, so they are copied.
+    o.live = !is_param_server_run(cfg) && cfg.parallel.zero < 3;
     TS_RETURN_IF_ERROR(run.async_saver.start(run.world, cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
     if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
   } else {
@@ -203,6 +206,9 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     log_warn("step " + std::to_string(run.state.step) + ": fp16 gradient overflow, update skipped; loss scale now " +
              std::to_string(run.scaler->scale()));
   TS_RETURN_IF_ERROR(log_step(run, r, lr, dt, split));
+  if (r.checkpoint_wait_s > 0 && run.lead)  // the rest of the previous asynchronous save's stall
+    TS_RETURN_IF_ERROR(run.metrics->write(
+        {{"event", "checkpoint_write_wait"}, {"step", run.state.step}, {"wait_s", r.checkpoint_wait_s}}));
 
   const bool planned_last = run.state.step == cfg.train.steps ||
                             (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);

@@ -110,6 +110,14 @@ Status AsyncCheckpointer::wait() {
   return outcome_;
 }
 
+double AsyncCheckpointer::wait_until_written() {
+  const double t0 = Timeline::now_s();
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!writing_live_) return 0;
+  written_cv_.wait(lk, [this] { return !writing_live_; });
+  return Timeline::now_s() - t0;
+}
+
 Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
                                 AsyncSaveOptions options) {
@@ -122,7 +130,11 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   writer_ = std::make_unique<checkpoint::CheckpointWriter>(target, comm.rank());
-  TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_));
+  TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_, options.live));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    writing_live_ = options.live;
+  }
   if (options.write_fault.at >= 0)
     writer_->limit_space(static_cast<int64_t>(options.write_fault.at * writer_->pending_bytes()), options.write_fault.kill);
   last_snapshot_s_ = Timeline::now_s() - t1;
@@ -132,6 +144,11 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   thread_ = std::thread([this, target, rank, world, config = std::move(config), st = std::move(st),
                          o = std::move(options)] {
     Status s = writer_->write_shard();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      writing_live_ = false;
+    }
+    written_cv_.notify_all();
     Status handed = write_record(target, rank, s, writer_->record());
     if (s.ok()) s = handed;
     if (s.ok() && rank == 0) s = finalize_on_rank0(target, world, config, st, o);

@@ -8,8 +8,10 @@
 // checkpoint the latest complete one. A failed save is reported (naming the rank) and training
 // continues; the run's final save must succeed.
 #pragma once
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +32,9 @@ struct AsyncSaveOptions {
   ShardWriteFault write_fault;  // fault injection: this rank's shard write cut short
   // Run by this rank's thread once the checkpoint is complete (fault injection damages shards here).
   std::function<Status(const std::string& checkpoint_dir)> after_complete;
+  // The parameters and AdamW moments are written from the live buffers instead of a copy: the
+  // caller must call wait_until_written() before it changes them (the next optimizer update).
+  bool live = false;
 };
 
 class AsyncCheckpointer {
@@ -47,14 +52,20 @@ class AsyncCheckpointer {
   // Waits for the save in flight (on rank 0: until it is complete or failed) and returns its
   // outcome on this rank; ok when there is none.
   Status wait();
+  // Live saves: blocks until this rank's shard is written (the live buffers may change after it).
+  // Returns the seconds it waited: the rest of the save's training stall.
+  double wait_until_written();
   // Seconds start() spent waiting for the previous save to finish (saves coming faster than the
-  // disk writes them), and taking the snapshot: together the training stall.
+  // disk writes them), and taking the snapshot: with wait_until_written's, the training stall.
   double last_wait_s() const { return last_wait_s_; }
   double last_snapshot_s() const { return last_snapshot_s_; }
 
  private:
   std::thread thread_;
   Status outcome_;                // written by the thread, read after join
+  std::mutex mu_;
+  std::condition_variable written_cv_;
+  bool writing_live_ = false;     // a live save's shard is not yet written (guarded by mu_)
   std::vector<float> snapshot_;   // the copied state the thread writes
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;
   double last_wait_s_ = 0, last_snapshot_s_ = 0;

@@ -88,11 +88,12 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
 }
 
 Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<CheckpointChunk>& chunks,
-                             std::vector<float>* snapshot) {
+                             std::vector<float>* snapshot, bool extras_only) {
   struct Source {
     std::string key;
     const SavedPiece* piece;
     const float* data;
+    bool extra = false;
   };
   std::vector<std::vector<SavedPiece>> pieces;
   std::vector<Source> sources;
@@ -129,17 +130,19 @@ Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<
       extra_info.push_back(ParamInfo{e.key, {}, 0, e.numel});
       extra_info.back().global_shape = e.global_shape;
       extra_pieces.push_back({&extra_info.back(), 0, e.global_offset, e.numel});
-      sources.push_back({e.key, &extra_pieces.back(), e.data});
+      sources.push_back({e.key, &extra_pieces.back(), e.data, true});
     }
+  auto copied = [&](const Source& src) { return snapshot && (src.extra || !extras_only); };
   if (snapshot) {  // one allocation, so the pointers handed to the writer stay valid
     size_t total = 0;
-    for (const Source& src : sources) total += static_cast<size_t>(src.piece->numel);
+    for (const Source& src : sources)
+      if (copied(src)) total += static_cast<size_t>(src.piece->numel);
     snapshot->resize(total);
   }
   size_t at = 0;
   for (const Source& src : sources) {
     const float* data = src.data;
-    if (snapshot) {
+    if (copied(src)) {
       data = std::copy_n(src.data, src.piece->numel, snapshot->data() + at) - src.piece->numel;
       at += static_cast<size_t>(src.piece->numel);
     }

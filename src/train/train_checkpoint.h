@@ -79,8 +79,11 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
 // The pieces (parameters, AdamW m and v) this rank saves of its chunks, registered with `w`. With
 // `snapshot`, they are copied there first and the writer reads the copy (an asynchronous save must
 // not read buffers the next steps change); without, the writer reads the live buffers.
+// extras_only: only the chunks' extra tensors are copied (they may change during the next
+// forward/backward: compression residuals); the parameters and moments, which change only in the
+// optimizer update, are read live -- the caller holds that update back until they are written.
 Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<CheckpointChunk>& chunks,
-                             std::vector<float>* snapshot);
+                             std::vector<float>* snapshot, bool extras_only = false);
 // The manifest's "state": step, loader position, AdamW step count and the resolved run config.
 nlohmann::json training_state_json(const TrainingState& state, const nlohmann::json& run_config);
 

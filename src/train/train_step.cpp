@@ -18,6 +18,7 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
     r.skipped = !take_step;
   }
   if (!r.skipped) {
+    if (s.before_update) r.checkpoint_wait_s = s.before_update();
     TS_ASSIGN_OR_RETURN(const UpdateResult u, s.update.update(lr, grad_clip, s.timeline));
     r.grad_norm = u.grad_norm;
     r.comm_wait_s += u.parameter_wait_s;

@@ -4,6 +4,7 @@
 // never this sequence.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -29,11 +30,15 @@ struct StepParts {
   // fp16: dynamic loss scaling (nullptr otherwise); `world` makes every rank agree on an overflow.
   LossScaler* scaler = nullptr;
   Communicator* world = nullptr;
+  // Runs before the optimizer changes the parameters (an asynchronous save still writing them from
+  // the live buffers); returns the seconds it waited.
+  std::function<double()> before_update;
 };
 
 struct StepResult {
   float loss = 0;       // mean over the step's micro-batches and the data-parallel replicas
   float grad_norm = 0;  // global gradient norm before clipping
+  double checkpoint_wait_s = 0;  // waited for an asynchronous save to finish reading the parameters
   bool skipped = false; // fp16: a gradient overflowed, the update was skipped (loss scale halved)
   double comm_wait_s = 0;  // blocked in the step's collectives: gradient sync, parameter sync, loss average
 };
