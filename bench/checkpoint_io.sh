@@ -6,11 +6,15 @@
 #   3. the same with train.async_checkpoint = true: the training stall (snapshot) against (2)
 #   4. a rank SIGKILLed under `tessera launch`: seconds from its death being detected to the
 #      restarted job's first completed step (restarts.jsonl recovery_s)
-# Writes bench/results/checkpoint_io_<model>.json and prints a table. Usage: bench/checkpoint_io.sh [build_dir] [dir]
+# Writes bench/results/checkpoint_io_<model>[_tokens<N>].json and prints a table.
+# Usage: [MODEL=...] [TOKENS=...] bench/checkpoint_io.sh [build_dir] [dir]
 # (dir: where checkpoints are written; default a temp directory on the run directory's disk).
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=${MODEL:-bench-small}  # e.g. MODEL=gpt2 for a 1.5 GB checkpoint
+TOKENS=${TOKENS:-64}         # tokens per rank and step (64-token micro-batches): longer steps let an
+                             # asynchronous save write from the live buffers while the next step computes
+SUFFIX=$([[ $TOKENS == 64 ]] || echo "_tokens$TOKENS")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 BENCH_TMP=${2:-$(mktemp -d -p "$(cd "$(dirname "$0")/.." && pwd)")}  # on the run directory's disk
 source "$(dirname "$0")/lib.sh"
@@ -18,7 +22,7 @@ train() {  # label np overrides...
   local label=$1 np=$2; shift 2
   mpirun --allow-run-as-root --oversubscribe -np "$np" "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" --quiet \
     model.preset="$MODEL" model.vocab_size=256 data.dir="$TMP/kjv" data.seq_len=64 parallel.dp="$np" \
-    train.threads=1 train.micro_batch=1 train.batch_tokens=$((64 * np)) train.steps=9 train.checkpoint_interval=3 \
+    train.threads=1 train.micro_batch=1 train.batch_tokens=$((TOKENS * np)) train.steps=9 train.checkpoint_interval=3 \
     train.keep_checkpoints=1 train.eval_interval=0 train.timeout_s=300 train.out_dir="$TMP/$label" "$@" \
     > "$TMP/$label.log" 2>&1 || { cat "$TMP/$label.log" >&2; exit 1; }
 }
@@ -44,7 +48,7 @@ TESSERA_FAULT=crash:rank=1:step=6 "$TESSERA" launch --max-restarts 1 --grace 2 -
   train.timeout_s=300 train.out_dir="$TMP/drill" > "$TMP/drill.log" 2>&1 \
   < /dev/null || { cat "$TMP/drill.log" >&2; exit 1; } &
 wait $!
-/usr/bin/python3 - "$TMP" "$bytes" "$OUT/checkpoint_io_$MODEL.json" "${raw[@]}" <<'PY'
+/usr/bin/python3 - "$TMP" "$bytes" "$OUT/checkpoint_io_$MODEL$SUFFIX.json" "${raw[@]}" <<'PY'
 import json, sys
 tmp, nbytes, out, raw = sys.argv[1], int(sys.argv[2]), sys.argv[3], [float(x) for x in sys.argv[4:]]
 def saves(label):

@@ -135,7 +135,8 @@ Status save_checkpoint(TrainingRun& run, bool last) {
       o.after_complete = [faults, step](const std::string& dir) { return faults->after_checkpoint(step, dir); };
     // A server updates its shards as pushes arrive, and ZeRO-3 gathers into the parameter buffers
     // during forward: there the buffers change outside the update, so they are copied.
-    o.live = !is_param_server_run(cfg) && cfg.parallel.zero < 3;
+    o.live_allowed = !is_param_server_run(cfg) && cfg.parallel.zero < 3;
+    o.step_s = run.clock.last_step_s;
     TS_RETURN_IF_ERROR(run.async_saver.start(run.world, cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
     if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
   } else {
@@ -150,6 +151,7 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     if (cfg.train.async_checkpoint) {  // the stall's two parts: the previous save still writing, the copy
       ev["wait_previous_s"] = run.async_saver.last_wait_s();
       ev["snapshot_s"] = run.async_saver.last_snapshot_s();
+      ev["live"] = run.async_saver.last_live();
     }
     TS_RETURN_IF_ERROR(run.metrics->write(ev));
   }
@@ -191,6 +193,7 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
 
   RunClock& c = run.clock;
   const double dt = Timeline::now_s() - start.t0;
+  c.last_step_s = dt;
   if (c.steps_this_run > 1 || cfg.train.steps - run.summary.first_step == 1) {  // the first step warms caches
     c.timed_s += dt;
     ++c.timed_steps;

@@ -130,10 +130,12 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   writer_ = std::make_unique<checkpoint::CheckpointWriter>(target, comm.rank());
-  TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_, options.live));
+  const bool live = options.live_allowed && write_s_ > 0 && write_s_ < 0.8 * options.step_s;
+  last_live_ = live;
+  TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_, live));
   {
     std::lock_guard<std::mutex> lk(mu_);
-    writing_live_ = options.live;
+    writing_live_ = live;
   }
   if (options.write_fault.at >= 0)
     writer_->limit_space(static_cast<int64_t>(options.write_fault.at * writer_->pending_bytes()), options.write_fault.kill);
@@ -143,7 +145,9 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   nlohmann::json config = model_config_json(cfg), st = training_state_json(state, options.run_config);
   thread_ = std::thread([this, target, rank, world, config = std::move(config), st = std::move(st),
                          o = std::move(options)] {
+    const double w0 = Timeline::now_s();
     Status s = writer_->write_shard();
+    write_s_ = Timeline::now_s() - w0;
     {
       std::lock_guard<std::mutex> lk(mu_);
       writing_live_ = false;

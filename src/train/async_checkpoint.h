@@ -32,9 +32,12 @@ struct AsyncSaveOptions {
   ShardWriteFault write_fault;  // fault injection: this rank's shard write cut short
   // Run by this rank's thread once the checkpoint is complete (fault injection damages shards here).
   std::function<Status(const std::string& checkpoint_dir)> after_complete;
-  // The parameters and AdamW moments are written from the live buffers instead of a copy: the
-  // caller must call wait_until_written() before it changes them (the next optimizer update).
-  bool live = false;
+  // The parameters and AdamW moments may be written from the live buffers instead of a copy: the
+  // caller then calls wait_until_written() before it changes them (the next optimizer update).
+  // start() takes that way when the previous save's write took under 0.8 x step_s (the time until
+  // the update), so the wait is likely none; else (and for the first save) it copies.
+  bool live_allowed = false;
+  double step_s = 0;  // the last step's duration
 };
 
 class AsyncCheckpointer {
@@ -59,6 +62,7 @@ class AsyncCheckpointer {
   // disk writes them), and taking the snapshot: with wait_until_written's, the training stall.
   double last_wait_s() const { return last_wait_s_; }
   double last_snapshot_s() const { return last_snapshot_s_; }
+  bool last_live() const { return last_live_; }  // the last save wrote from the live buffers
 
  private:
   std::thread thread_;
@@ -69,6 +73,8 @@ class AsyncCheckpointer {
   std::vector<float> snapshot_;   // the copied state the thread writes
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;
   double last_wait_s_ = 0, last_snapshot_s_ = 0;
+  double write_s_ = 0;  // the last save's shard write (set by its thread, read after the join)
+  bool last_live_ = false;
 };
 
 }  // namespace tessera

@@ -1,4 +1,4 @@
-// Asynchronous saves from the live buffers (AsyncSaveOptions::live): the checkpoint holds the
+// Asynchronous saves from the live buffers (AsyncSaveOptions::live_allowed): the checkpoint holds the
 // parameters and moments as they were at start(), although the caller changes them right after
 // wait_until_written() -- the writer reads them before that returns. A ~150 MB state keeps the
 // writer busy long enough that a missing wait would let the change into the file.
@@ -47,8 +47,13 @@ TEST(AsyncCheckpoint, LiveSaveHoldsTheStateAtStart) {
   state.step = 7;
   AsyncCheckpointer saver;
   AsyncSaveOptions o;
-  o.live = true;
+  o.live_allowed = true;
+  o.step_s = 1e9;  // steps far longer than a write: the live way, from the second save on
   ASSERT_TRUE(saver.start(world(), run_dir, cfg, {CheckpointChunk{&store, &opt, FlatRange{0, n}}}, state, o).ok());
+  EXPECT_FALSE(saver.last_live());  // the first save copies: no write time measured yet
+  state.step = 8;
+  ASSERT_TRUE(saver.start(world(), run_dir, cfg, {CheckpointChunk{&store, &opt, FlatRange{0, n}}}, state, o).ok());
+  EXPECT_TRUE(saver.last_live());
   (void)saver.wait_until_written();
   // The optimizer update the trainer would now run.
   std::fill(store.params(), store.params() + n, -1.f);
