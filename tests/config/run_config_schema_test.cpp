@@ -54,6 +54,7 @@ recompute = "selective"
 precision = "bf16"
 memory_budget_mb = 1536.5
 async_checkpoint = true
+sample_ledger = true
 
 [optim]
 lr = 0.001
