@@ -46,6 +46,9 @@ METHOD_LIST=(
   "ps_async|2|parallel.mode=ps ps.servers=2 ps.consistency=async"
 )
 METHODS=${METHODS:-"allreduce bf16 topk powersgd onebit localsgd_h4 ps_sync ps_async"}
+# Every row runs Open MPI's ring, as the published table did. A user needs no flag: the communicator
+# pins Rabenseifner for in-place buckets (comm/mpi/libnbc_allreduce.h); the flag keeps rows
+# comparable with earlier runs and with the ring traffic model.
 RING=(--mpi-arg --mca --mpi-arg coll_libnbc_iallreduce_algorithm --mpi-arg 1)
 
 LOGS=$OUT/slow_network_logs  # each method's trainer output and metrics.jsonl, kept for a look afterwards
