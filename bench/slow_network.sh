@@ -30,8 +30,9 @@ if [[ ! -f $DATA/manifest.json ]]; then  # bench-small has V = 8192: a BPE vocab
 fi
 
 # One row per method: label | extra ranks (parameter servers) | config overrides.
-# Every row uses Open MPI's ring for non-blocking all-reduce (RING below); "allreduce_default" shows
-# Open MPI's own choice for the trainer's in-place buckets (a binomial tree, 2-3x slower on a slow link).
+# Every row uses Open MPI's ring for non-blocking all-reduce (RING below); "allreduce_default" runs
+# without the flag: the communicator's pin for in-place buckets (Rabenseifner, what libnbc runs out of
+# place; before the pin it was libnbc's in-place binomial tree, 2-3x slower on a slow link).
 # The parameter server gets 2 server ranks (namespaces) on top of the workers: with one, its link
 # carries every worker's gradients and parameters, 4x a ring all-reduce's traffic per link.
 METHOD_LIST=(
