@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "mpi_test_world.h"
@@ -161,4 +163,18 @@ TEST(InPlaceAllReduce, PinsRabenseifnerWhereOutOfPlaceWouldRunIt) {
   std::vector<uint8_t> buf = inputs(DType::f32, w.rank(), 1 << 16);
   ASSERT_TRUE((*sub)->all_reduce_async(buf.data(), buf.data(), 1 << 16, DType::f32).wait().ok());
   EXPECT_EQ(std::string((*sub)->recent_ops().back().algorithm), w.size() >= 4 ? "rabenseifner" : "");
+}
+
+// Run by mpi_comm_np4_user_algorithm with OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 (a user's
+// --mca ... 1): the communicator must leave that choice alone. Skipped when the variable is unset.
+TEST(InPlaceAllReduce, UserSettingWins) {
+  const char* env = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  if (env == nullptr || std::string(env) == "0") GTEST_SKIP() << "needs OMPI_MCA_coll_libnbc_iallreduce_algorithm set";
+  MpiCommunicator& w = world();
+  const LibnbcAllreduceKnob& knob = w.allreduce_knob();
+  EXPECT_FALSE(knob.usable());
+  EXPECT_NE(knob.why_not().find("by the user"), std::string::npos) << knob.why_not();
+  std::vector<uint8_t> buf = inputs(DType::f32, w.rank(), 1 << 16);
+  ASSERT_TRUE(w.all_reduce_async(buf.data(), buf.data(), 1 << 16, DType::f32).wait().ok());
+  EXPECT_TRUE(w.recent_ops().back().algorithm.empty());
 }
