@@ -20,16 +20,23 @@ TEST(LibnbcAllreduce, DefaultChoiceFollowsNbcIallreduce) {
   EXPECT_EQ(libnbc_default_allreduce(8, 4, 65536, true, false), A::ring);
 }
 
-TEST(LibnbcAllreduce, InPlacePinsTheOutOfPlaceChoice) {
+TEST(LibnbcAllreduce, PinsWhereLibnbcWouldTakeTheTree) {
   using A = NbcAllreduceAlg;
-  EXPECT_EQ(in_place_allreduce_pin(4, 16384, 4, true), A::rabenseifner);
-  EXPECT_EQ(in_place_allreduce_pin(4, 32768, 2, true), A::rabenseifner);  // bf16 at 64 KiB
-  EXPECT_EQ(in_place_allreduce_pin(16, 1 << 22, 4, true), A::rabenseifner);
-  // Where out of place gives the binomial tree too, libnbc is left to decide (same result as before).
-  EXPECT_EQ(in_place_allreduce_pin(4, 16383, 4, true), A::library);
-  EXPECT_EQ(in_place_allreduce_pin(4, 32767, 2, true), A::library);
-  EXPECT_EQ(in_place_allreduce_pin(2, 1 << 22, 4, true), A::library);
-  EXPECT_EQ(in_place_allreduce_pin(3, 1 << 22, 4, true), A::library);
-  EXPECT_EQ(in_place_allreduce_pin(4, 1 << 22, 4, false), A::library);
+  // >= 4 ranks, in place: libnbc's own out-of-place choice.
+  EXPECT_EQ(allreduce_pin(4, 16384, 4, true, true), A::rabenseifner);
+  EXPECT_EQ(allreduce_pin(4, 32768, 2, true, true), A::rabenseifner);  // bf16 at 64 KiB
+  EXPECT_EQ(allreduce_pin(16, 1 << 22, 4, true, true), A::rabenseifner);
+  EXPECT_EQ(allreduce_pin(4, 1 << 22, 4, true, false), A::library);  // out of place: libnbc picks it itself
+  // 2 and 3 ranks: the ring, in place or not.
+  EXPECT_EQ(allreduce_pin(2, 16384, 4, true, true), A::ring);
+  EXPECT_EQ(allreduce_pin(2, 1 << 22, 4, true, false), A::ring);
+  EXPECT_EQ(allreduce_pin(3, 32768, 2, true, true), A::ring);
+  // Under 64 KiB, a non-commutative op, or one rank: libnbc decides (same result as before).
+  EXPECT_EQ(allreduce_pin(4, 16383, 4, true, true), A::library);
+  EXPECT_EQ(allreduce_pin(4, 32767, 2, true, true), A::library);
+  EXPECT_EQ(allreduce_pin(2, 16383, 4, true, true), A::library);
+  EXPECT_EQ(allreduce_pin(4, 1 << 22, 4, false, true), A::library);
+  EXPECT_EQ(allreduce_pin(2, 1 << 22, 4, false, true), A::library);
+  EXPECT_EQ(allreduce_pin(1, 1 << 22, 4, true, true), A::library);
   EXPECT_EQ(nbc_allreduce_alg_name(A::rabenseifner), "rabenseifner");
 }

@@ -34,10 +34,14 @@ NbcAllreduceAlg libnbc_default_allreduce(int p, int64_t count, size_t elem_bytes
   return NbcAllreduceAlg::ring;
 }
 
-NbcAllreduceAlg in_place_allreduce_pin(int p, int64_t count, size_t elem_bytes, bool commutative) {
+NbcAllreduceAlg allreduce_pin(int p, int64_t count, size_t elem_bytes, bool commutative, bool in_place) {
+  if (p < 2 || !commutative || static_cast<size_t>(count) * elem_bytes < kSmallBytes) return NbcAllreduceAlg::library;
+  // 2 and 3 ranks: the ring moves 2(p-1)/p of the buffer per link, both directions at once; the tree
+  // funnels p-1 buffers into rank 0 and as many out again, one phase after the other.
+  if (p < 4) return NbcAllreduceAlg::ring;
+  const NbcAllreduceAlg mine = libnbc_default_allreduce(p, count, elem_bytes, commutative, in_place);
   const NbcAllreduceAlg out = libnbc_default_allreduce(p, count, elem_bytes, commutative, false);
-  const NbcAllreduceAlg in = libnbc_default_allreduce(p, count, elem_bytes, commutative, true);
-  return out == in ? NbcAllreduceAlg::library : out;
+  return mine == out ? NbcAllreduceAlg::library : out;
 }
 
 std::mutex& LibnbcAllreduceKnob::process_lock() {

@@ -2,9 +2,10 @@
 // Open MPI 4.1 (ompi/mca/coll/libnbc/nbc_iallreduce.c, nbc_allreduce_init) chooses per call from its
 // control variable coll_libnbc_iallreduce_algorithm; left at 0 it takes a binomial tree (reduce to
 // rank 0, then broadcast) for every in-place call, even where the same call out of place gets
-// Rabenseifner's reduce-scatter + all-gather. The trainer's buckets are in place, so on a slow link
-// they paid 2-3x (docs/performance.md, "Slow network"). The knob sets that variable through MPI_T
-// around one in-place call so it runs what the out-of-place call would run: no copy, no memory.
+// Rabenseifner's reduce-scatter + all-gather, and for every call at 2 or 3 ranks. The trainer's
+// buckets are in place, so on a slow link they paid 2-3x (docs/performance.md, "Slow network"). The
+// knob sets that variable through MPI_T around one call so it runs a bandwidth-optimal algorithm:
+// no copy, no memory.
 #pragma once
 #include <mpi.h>
 
@@ -26,9 +27,13 @@ std::string_view nbc_allreduce_alg_name(NbcAllreduceAlg alg);
 // count >= the largest power of two <= p; else the ring.
 NbcAllreduceAlg libnbc_default_allreduce(int p, int64_t count, size_t elem_bytes, bool commutative, bool in_place);
 
-// What to pin for an in-place call: libnbc's out-of-place choice where it differs from the
-// in-place one (p >= 4, >= 64 KiB, commutative: Rabenseifner), else library (leave libnbc be).
-NbcAllreduceAlg in_place_allreduce_pin(int p, int64_t count, size_t elem_bytes, bool commutative);
+// What the communicator pins for one MPI_Iallreduce; library = leave libnbc be. Only where libnbc
+// would take its binomial tree for a message of >= 64 KiB with a commutative op (below 64 KiB the
+// tree's fewer steps are the better bet, as libnbc assumes):
+// - p >= 4, in place: Rabenseifner, libnbc's own choice for the same call out of place;
+// - p = 2 or 3, in place or not: the ring (libnbc has no other choice there but the tree; measured
+//   1.6x (2 ranks) and 2.3x (3 ranks) faster at 100 Mbit/s, 2x at 4 MiB on shared memory, 2 ranks).
+NbcAllreduceAlg allreduce_pin(int p, int64_t count, size_t elem_bytes, bool commutative, bool in_place);
 
 // The MPI_T handle on coll_libnbc_iallreduce_algorithm. Not usable (call() just calls) when MPI_T or
 // the variable is missing (another MPI, or libnbc not loaded), when it cannot be written, or when

@@ -202,10 +202,10 @@ int MpiCommunicator::call_blocking(const CommOp& op) {
 }
 
 NbcAllreduceAlg MpiCommunicator::async_pin(const CommOp& op) const {
-  if (op.kind != CollectiveKind::all_reduce || op.send != op.recv || !knob_->usable()) return NbcAllreduceAlg::library;
+  if (op.kind != CollectiveKind::all_reduce || !knob_->usable()) return NbcAllreduceAlg::library;
   int commutative = 0;
   MPI_Op_commutative(ops_->get(op.dtype, op.op), &commutative);
-  return in_place_allreduce_pin(size_, op.count, dtype_size(op.dtype), commutative != 0);
+  return allreduce_pin(size_, op.count, dtype_size(op.dtype), commutative != 0, op.send == op.recv);
 }
 
 int MpiCommunicator::call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req) {

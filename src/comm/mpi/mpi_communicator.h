@@ -5,8 +5,8 @@
 // Status naming the op, its sequence number and the ranks that did not arrive (heartbeat.h).
 // Set CommOptions::watch_blocking to give blocking ops the timeout too (at the cost of MPI's
 // non-blocking algorithms). Every MPI communicator here has MPI_ERRORS_RETURN set.
-// In-place async all-reduces run the algorithm Open MPI would pick for the same call out of place
-// (libnbc_allreduce.h): its in-place default, a binomial tree, was 2-3x slower on slow links.
+// Async all-reduces of >= 64 KiB never run libnbc's binomial tree (2-3x slower on slow links): in
+// place at >= 4 ranks they run what Open MPI picks out of place, at 2-3 ranks the ring (libnbc_allreduce.h).
 #pragma once
 #include <mpi.h>
 
@@ -62,8 +62,7 @@ class MpiCommunicator final : public Communicator {
   };
   Begun begin(const CommOp& op, NbcAllreduceAlg alg = NbcAllreduceAlg::library);
   int call_blocking(const CommOp& op);
-  // The algorithm to pin for this async op: library except for an in-place all-reduce that libnbc
-  // would run otherwise out of place.
+  // The algorithm to pin for this async op (allreduce_pin); library for everything but all-reduce.
   NbcAllreduceAlg async_pin(const CommOp& op) const;
   int call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req);
   void post_process(const CommOp& op);
