@@ -1,7 +1,8 @@
 // Non-blocking all-reduce in place against out of place, raw MPI and through the Communicator, in
-// one run: Open MPI 4.1's libnbc runs a binomial tree for every in-place MPI_Iallreduce and
-// Rabenseifner out of place (p >= 4, >= 64 KiB); the Communicator pins the out-of-place choice for its
-// in-place calls (comm/mpi/libnbc_allreduce.h). Run across the slow-network bed, e.g.
+// one run: Open MPI 4.1's libnbc runs a binomial tree for every in-place MPI_Iallreduce (and every
+// one below 4 ranks) and Rabenseifner out of place (p >= 4, >= 64 KiB); from 64 KiB the Communicator
+// pins Rabenseifner in place at >= 4 ranks, the ring at 2-3 (comm/mpi/libnbc_allreduce.h). Run
+// across the slow-network bed, e.g.
 //   bench/netbed/mpirun.sh --ranks 4 --rate 100mbit -- build/bench/bench_iallreduce_in_place 1048576 out.json
 // Args: [max_bytes (default 4 MiB)] [out.json]. f32 sum; each iteration's time is the slowest rank's;
 // variants interleaved (order rotating) so background load hits them alike; medians; raw requests are

@@ -31,8 +31,8 @@ fi
 
 # One row per method: label | extra ranks (parameter servers) | config overrides.
 # Every row uses Open MPI's ring for non-blocking all-reduce (RING below); "allreduce_default" runs
-# without the flag: the communicator's pin for in-place buckets (Rabenseifner, what libnbc runs out of
-# place; before the pin it was libnbc's in-place binomial tree, 2-3x slower on a slow link).
+# without the flag: the communicator's pin for in-place buckets (at 4 ranks Rabenseifner, what libnbc
+# runs out of place; before the pin it was libnbc's in-place binomial tree, 2-3x slower on a slow link).
 # The parameter server gets 2 server ranks (namespaces) on top of the workers: with one, its link
 # carries every worker's gradients and parameters, 4x a ring all-reduce's traffic per link.
 METHOD_LIST=(
@@ -48,7 +48,7 @@ METHOD_LIST=(
 )
 METHODS=${METHODS:-"allreduce bf16 topk powersgd onebit localsgd_h4 ps_sync ps_async"}
 # Every row runs Open MPI's ring, as the published table did. A user needs no flag: the communicator
-# pins Rabenseifner for in-place buckets (comm/mpi/libnbc_allreduce.h); the flag keeps rows
+# pins a bandwidth-optimal algorithm for the buckets (comm/mpi/libnbc_allreduce.h); the flag keeps rows
 # comparable with earlier runs and with the ring traffic model.
 RING=(--mpi-arg --mca --mpi-arg coll_libnbc_iallreduce_algorithm --mpi-arg 1)
 

@@ -2,11 +2,11 @@
 # `tessera train` inside the bed: 4 ranks of data parallelism (one per namespace, MPI over TCP), a
 # tiny model, the same job at each rate (default: no limit, 1gbit, 100mbit, 20mbit). Step time must
 # grow as the rate drops once the gradient all-reduce outweighs compute. Each rate runs once per
-# all-reduce algorithm (ALGS): default = no flag (the communicator pins, for its in-place buckets,
-# what libnbc runs out of place: Rabenseifner at >= 4 ranks and >= 64 KiB; comm/mpi/libnbc_allreduce.h);
-# ring = coll_libnbc_iallreduce_algorithm=1 (the trainer's traffic model); binomial = =2, the tree
-# libnbc picks for every in-place call when left alone, i.e. the default before the pin (a user's
-# setting is never overridden). Per-rank link bytes from the bed go into the JSON too.
+# all-reduce algorithm (ALGS): default = no flag (from 64 KiB the communicator pins Rabenseifner for
+# in-place calls at >= 4 ranks, what libnbc runs out of place, and the ring at 2-3 ranks;
+# comm/mpi/libnbc_allreduce.h); ring = coll_libnbc_iallreduce_algorithm=1 (the trainer's traffic
+# model); binomial = =2, the tree libnbc picks for every in-place call (and every call below 4 ranks)
+# when left alone, i.e. the default before the pin (a user's setting is never overridden). Per-rank link bytes from the bed go into the JSON too.
 # Table + bench/results/netbed_train.json.
 # Usage: bench/netbed/train_rates.sh [build_dir] [steps]   (env: RATES="none 1gbit 100mbit 20mbit"
 #        ALGS="default ring binomial" RANKS=4 MODEL=tiny SEQ=64 MB=4). Needs root.
