@@ -54,9 +54,10 @@ std::string CollectiveLog::format() const {
   char line[256];
   for (const CollectiveRecord& r : recent()) {
     double dur = (r.end_s > 0 ? r.end_s : now) - r.start_s;
-    std::snprintf(line, sizeof line, "  %s #%llu%s bytes=%zu %s %.3f ms (started %.3f s ago)\n",
+    std::snprintf(line, sizeof line, "  %s #%llu%s bytes=%zu%s %s %.3f ms (started %.3f s ago)\n",
                   std::string(collective_kind_name(r.kind)).c_str(), static_cast<unsigned long long>(r.seq),
                   r.peer >= 0 ? (" peer/root=" + std::to_string(r.peer)).c_str() : "", r.bytes,
+                  r.algorithm.empty() ? "" : (" alg=" + std::string(r.algorithm)).c_str(),
                   std::string(op_state_name(r.state)).c_str(), dur * 1e3, now - r.start_s);
     s += line;
   }

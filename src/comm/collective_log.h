@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/comm_types.h"
@@ -20,6 +21,9 @@ struct CollectiveRecord {
   size_t bytes = 0;          // bytes this rank sends or receives in total
   double start_s = 0, end_s = 0;  // steady clock, seconds; end_s = 0 while running
   OpState state = OpState::running;
+  // The algorithm the communicator chose for the library ("" = the library's own choice), e.g.
+  // "rabenseifner" for an in-place MPI all-reduce (mpi/libnbc_allreduce.h). Points to a literal.
+  std::string_view algorithm;
 };
 
 // Seconds on the steady clock (the time base of CollectiveRecord).

@@ -25,7 +25,8 @@ struct CommOptions {
   double timeout_s = 60.0;
   // false: blocking calls go straight to the library (MPI_Allreduce, ...) and can hang forever;
   // true: blocking calls run as async + wait, so they time out too. MPI's non-blocking collectives
-  // (libnbc in Open MPI 4.1) use slower algorithms: measured up to 2x slower at 1-4 MiB here.
+  // (libnbc in Open MPI 4.1) are slower under 64 KiB (0.5-0.7x at 2 ranks here); above, with the
+  // algorithms the MPI communicator pins (mpi/libnbc_allreduce.h), all-reduce ran at 0.9-1.08x.
   bool watch_blocking = false;
   // Records kept in the per-communicator ring buffer of recent operations (diagnostics).
   int history = 64;

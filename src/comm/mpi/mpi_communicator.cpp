@@ -112,14 +112,18 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create_world(const Com
   MPI_Comm comm;
   int err = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (err != MPI_SUCCESS) return comm_error("MPI_Comm_dup(MPI_COMM_WORLD) failed");
+  // Collective: every rank pins in-place all-reduces or none does (their schedules must match).
+  std::shared_ptr<LibnbcAllreduceKnob> knob = LibnbcAllreduceKnob::create();
+  knob->agree(comm);
   return std::unique_ptr<MpiCommunicator>(
-      new MpiCommunicator(comm, "world", options, std::make_shared<MpiReduceOps>()));
+      new MpiCommunicator(comm, "world", options, std::make_shared<MpiReduceOps>(), std::move(knob)));
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options,
-                                 std::shared_ptr<MpiReduceOps> ops)
+                                 std::shared_ptr<MpiReduceOps> ops, std::shared_ptr<LibnbcAllreduceKnob> knob)
     : comm_(comm), name_(std::move(name)), options_(options),
-      log_(static_cast<size_t>(options.history > 0 ? options.history : 1)), ops_(std::move(ops)) {
+      log_(static_cast<size_t>(options.history > 0 ? options.history : 1)), ops_(std::move(ops)),
+      knob_(std::move(knob)) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -159,7 +163,7 @@ std::string MpiCommunicator::label(const CommOp& op, uint64_t seq) const {
          ", world rank " + std::to_string(world_ranks_[rank_]) + ")";
 }
 
-MpiCommunicator::Begun MpiCommunicator::begin(const CommOp& op) {
+MpiCommunicator::Begun MpiCommunicator::begin(const CommOp& op, NbcAllreduceAlg alg) {
   uint64_t seq;
   if (is_point_to_point(op.kind)) {
     seq = ++p2p_seq_;
@@ -172,6 +176,7 @@ MpiCommunicator::Begun MpiCommunicator::begin(const CommOp& op) {
   rec.kind = op.kind;
   rec.peer = op.peer;
   rec.bytes = op_bytes(op, size_);
+  if (alg != NbcAllreduceAlg::library) rec.algorithm = nbc_allreduce_alg_name(alg);
   return Begun{seq, log_.begin(rec)};
 }
 
@@ -196,13 +201,22 @@ int MpiCommunicator::call_blocking(const CommOp& op) {
   }
 }
 
-int MpiCommunicator::call_nonblocking(const CommOp& op, MPI_Request* req) {
+NbcAllreduceAlg MpiCommunicator::async_pin(const CommOp& op) const {
+  if (op.kind != CollectiveKind::all_reduce || !knob_->usable()) return NbcAllreduceAlg::library;
+  int commutative = 0;
+  MPI_Op_commutative(ops_->get(op.dtype, op.op), &commutative);
+  return allreduce_pin(size_, op.count, dtype_size(op.dtype), commutative != 0, op.send == op.recv);
+}
+
+int MpiCommunicator::call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req) {
   MPI_Datatype dt = mpi_datatype(op.dtype);
   int n = static_cast<int>(op.count);
   switch (op.kind) {
     case CollectiveKind::all_reduce:
-      return MPI_Iallreduce(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv, n, dt, ops_->get(op.dtype, op.op),
-                            comm_, req);
+      return knob_->call(alg, [&] {
+        return MPI_Iallreduce(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv, n, dt, ops_->get(op.dtype, op.op),
+                              comm_, req);
+      });
     case CollectiveKind::reduce_scatter:
       return MPI_Ireduce_scatter_block(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv, n, dt,
                                        ops_->get(op.dtype, op.op), comm_, req);
@@ -240,9 +254,10 @@ Status MpiCommunicator::run(const CommOp& op) {
 
 Work MpiCommunicator::start(const CommOp& op) {
   if (!broken_.empty()) return Work::failed(comm_error(std::string(collective_kind_name(op.kind)) + ": " + broken_));
-  Begun b = begin(op);
+  const NbcAllreduceAlg alg = async_pin(op);
+  Begun b = begin(op, alg);
   MPI_Request req = MPI_REQUEST_NULL;
-  int err = call_nonblocking(op, &req);
+  int err = call_nonblocking(op, alg, &req);
   if (err != MPI_SUCCESS) {
     log_.finish(b.ticket, OpState::failed);
     return Work::failed(mpi_failure(op, b.seq, err));
@@ -321,7 +336,7 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::split(int color, int key,
   }
   log_.finish(b.ticket, OpState::done);
   if (sub == MPI_COMM_NULL) return std::unique_ptr<Communicator>();
-  return std::unique_ptr<Communicator>(new MpiCommunicator(sub, name_ + "/" + name, options_, ops_));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(sub, name_ + "/" + name, options_, ops_, knob_));
 }
 
 }  // namespace tessera

@@ -5,6 +5,8 @@
 // Status naming the op, its sequence number and the ranks that did not arrive (heartbeat.h).
 // Set CommOptions::watch_blocking to give blocking ops the timeout too (at the cost of MPI's
 // non-blocking algorithms). Every MPI communicator here has MPI_ERRORS_RETURN set.
+// Async all-reduces of >= 64 KiB never run libnbc's binomial tree (2-3x slower on slow links): in
+// place at >= 4 ranks they run what Open MPI picks out of place, at 2-3 ranks the ring (libnbc_allreduce.h).
 #pragma once
 #include <mpi.h>
 
@@ -14,6 +16,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi/heartbeat.h"
+#include "comm/mpi/libnbc_allreduce.h"
 #include "comm/mpi/mpi_types.h"
 
 namespace tessera {
@@ -40,6 +43,9 @@ class MpiCommunicator final : public Communicator {
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   // Non-empty once an op timed out: the communicator refuses further ops.
   const std::string& broken_reason() const { return broken_; }
+  // The MPI_T handle that picks libnbc's all-reduce algorithm for in-place calls (shared by a
+  // communicator family); usable() false: in-place calls get libnbc's own choice, why_not() says why.
+  const LibnbcAllreduceKnob& allreduce_knob() const { return *knob_; }
 
  protected:
   Status run(const CommOp& op) override;
@@ -47,15 +53,18 @@ class MpiCommunicator final : public Communicator {
 
  private:
   friend class MpiWork;
-  MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options, std::shared_ptr<MpiReduceOps> ops);
+  MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options, std::shared_ptr<MpiReduceOps> ops,
+                  std::shared_ptr<LibnbcAllreduceKnob> knob);
 
   struct Begun {
     uint64_t seq;
     uint64_t ticket;
   };
-  Begun begin(const CommOp& op);
+  Begun begin(const CommOp& op, NbcAllreduceAlg alg = NbcAllreduceAlg::library);
   int call_blocking(const CommOp& op);
-  int call_nonblocking(const CommOp& op, MPI_Request* req);
+  // The algorithm to pin for this async op (allreduce_pin); library for everything but all-reduce.
+  NbcAllreduceAlg async_pin(const CommOp& op) const;
+  int call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req);
   void post_process(const CommOp& op);
   std::string label(const CommOp& op, uint64_t seq) const;
   Status mpi_failure(const CommOp& op, uint64_t seq, int err);
@@ -71,6 +80,7 @@ class MpiCommunicator final : public Communicator {
   CollectiveLog log_;
   std::unique_ptr<HeartbeatBoard> board_;
   std::shared_ptr<MpiReduceOps> ops_;
+  std::shared_ptr<LibnbcAllreduceKnob> knob_;
   std::string broken_;
 };
 
