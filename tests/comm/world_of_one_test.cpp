@@ -8,15 +8,12 @@
 #include "comm/grid.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
+#include "../world_of_one.h"
 
 using namespace tessera;
 
 namespace {
-MpiCommunicator& world() {
-  static MpiRuntime runtime;  // initialised on first use: test listing does not start MPI
-  static std::unique_ptr<MpiCommunicator> comm = std::move(MpiCommunicator::create_world().value());
-  return *comm;
-}
+MpiCommunicator& world() { return tessera::testing::world_of_one(); }
 }  // namespace
 
 TEST(WorldOfOne, OpsAreIdentities) {

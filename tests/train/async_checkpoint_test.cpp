@@ -15,6 +15,7 @@
 #include "checkpoint/reader.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
+#include "../world_of_one.h"
 #include "model/config.h"
 #include "optim/adamw.h"
 #include "train/async_checkpoint.h"
@@ -22,11 +23,7 @@
 using namespace tessera;
 
 namespace {
-MpiCommunicator& world() {
-  static MpiRuntime runtime;  // initialised on first use: test listing does not start MPI
-  static std::unique_ptr<MpiCommunicator> comm = std::move(MpiCommunicator::create_world().value());
-  return *comm;
-}
+MpiCommunicator& world() { return tessera::testing::world_of_one(); }
 }  // namespace
 
 TEST(AsyncCheckpoint, LiveSaveHoldsTheStateAtStart) {
