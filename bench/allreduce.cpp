@@ -19,27 +19,12 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/memory.h"
+#include "mpi_timing.h"
 
 using namespace tessera;
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Seconds the op took on the slowest rank.
-double time_once(const std::function<void()>& op) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
-  op();
-  double dt = MPI_Wtime() - t0;
-  MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return dt;
-}
-
-}  // namespace
+using bench::median;
+using bench::time_once;
 
 int main(int argc, char** argv) {
   MpiRuntime mpi;

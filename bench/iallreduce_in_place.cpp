@@ -23,24 +23,14 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/memory.h"
+#include "mpi_timing.h"
 
 using namespace tessera;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double time_once(const std::function<void()>& op) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
-  op();
-  double dt = MPI_Wtime() - t0;
-  MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return dt;
-}
+using bench::median;
+using bench::time_once;
 
 // Polled as MpiWork::wait polls (MPI_Test, yields, then short sleeps), so that the columns differ by
 // algorithm only: a spinning MPI_Wait takes the core an oversubscribed peer needs (3x slower here).
