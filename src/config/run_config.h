@@ -49,6 +49,9 @@ struct TrainConfig {
   double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
   bool async_checkpoint = false;    // write checkpoints in the background (train/async_checkpoint.h)
   bool sample_ledger = false;       // record which step and rank consumed each sample (data/sample_ledger.h)
+  std::string on_anomaly = "stop";  // non-finite value or spike: stop | skip_step | rollback | off (train/anomaly_guard.h)
+  double spike_loss_factor = 0;     // a loss above this times the recent mean is a spike; 0 = off
+  double spike_grad_factor = 0;     // a gradient norm above this times the recent mean is a spike; 0 = off
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,

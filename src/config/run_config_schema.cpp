@@ -264,6 +264,17 @@ std::vector<SectionSpec> make_schema() {
            {"sample_ledger", field(&RC::train, &TC::sample_ledger), kOk, {},
             "record which step and data-parallel rank consumed each sample (<out_dir>/ledger; check with "
             "`tessera data ledger`)"},
+           // How a run reacts changes its trajectory only once an anomaly happens.
+           {"on_anomaly", field(&RC::train, &TC::on_anomaly), kOk, {one_of({"stop", "skip_step", "rollback", "off"})},
+            "on a non-finite loss or gradient (or a spike): trace it to its first rank, layer, op and micro-batch, "
+            "then stop, skip_step (no update) or rollback (to the last checkpoint, skipping the batch); off: no check"},
+           {"spike_loss_factor", field(&RC::train, &TC::spike_loss_factor), kOk,
+            {holds([](double x) { return x == 0 || x > 1; }, " must be 0 (off) or > 1")},
+            "a step whose loss exceeds this times the mean of the last 20 steps is an anomaly (e.g. 1.5); 0 = off"},
+           {"spike_grad_factor", field(&RC::train, &TC::spike_grad_factor), kOk,
+            {holds([](double x) { return x == 0 || x > 1; }, " must be 0 (off) or > 1")},
+            "a step whose gradient norm exceeds this times the mean of the last 20 steps is an anomaly (e.g. 5); "
+            "0 = off"},
        }},
       {"optim",
        {

@@ -37,6 +37,7 @@
 #include "backend/backend.h"
 #include "core/memory.h"
 #include "model/config.h"
+#include "model/numerics_probe.h"
 #include "model/op_profile.h"
 #include "model/param_layout.h"
 #include "model/precision.h"
@@ -95,6 +96,11 @@ class Transformer {
   // Called during backward as soon as the gradients of `layer` are final (layer n_layer = final
   // norm/head, -1 = embeddings), in the order they become ready; data parallelism hooks in here.
   void set_grad_ready_callback(std::function<void(int layer)> cb) { grad_ready_ = std::move(cb); }
+  // While muted the grad-ready callback is not called (a replayed step must not communicate gradients).
+  void mute_grad_ready(bool muted) { grad_ready_muted_ = muted; }
+  // Called after each probed op with its output (numerics_probe.h); nullptr (default): none.
+  // A recomputed forward is not probed: the op already ran once in this step's forward.
+  void set_numerics_probe(NumericsProbe* probe) { probe_ = probe; }
 
   // Where a layer's parameters are read (layer -1 = embeddings, n_layer = final norm and head; a
   // tied head reads wte, i.e. layer -1's tensor, at n_layer): before_forward / before_backward come
@@ -167,6 +173,15 @@ class Transformer {
   std::unique_ptr<Weights> w_;
   OpProfile profile_;
   std::function<void(int)> grad_ready_;
+  bool grad_ready_muted_ = false;
+  void grad_ready(int layer) {
+    if (grad_ready_ && !grad_ready_muted_) grad_ready_(layer);
+  }
+  NumericsProbe* probe_ = nullptr;
+  bool recomputing_ = false;
+  void probe(ModelPass pass, int layer, int index, std::string_view op, float* out, int64_t n) {
+    if (probe_ && !recomputing_) probe_->after_op({pass, layer, index, op}, out, n);
+  }
   std::function<void(LayerEvent, int)> layer_event_;
   void event(LayerEvent e, int layer) {
     if (layer_event_) layer_event_(e, layer);

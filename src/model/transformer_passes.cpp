@@ -91,30 +91,38 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
   profiled(prof, OpGroup::norm, [&] {
     norm_forward(be_, llama, ln1, v.ln1_mean, v.ln1_rstd, x, p.ln1_w, p.ln1_b, NS, C, c.norm_eps);
   });
+  probe(ModelPass::forward, l, 0, "ln1", ln1, NS * C);
   const float* qkv_in = column_input(ln1, TpPoint::attn_qkv);
   profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
+  probe(ModelPass::forward, l, 1, "qkv", qkv, N * Q);
   profiled(prof, OpGroup::attention, [&] {
     if (llama) be_.rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
     be_.attention_forward(atty, v.lse, qkv, B, T, NH, NKV, HS);
   });
+  probe(ModelPass::forward, l, 2, "attention", atty, N * A);
   float* y = sp_ ? full : r2;  // (N, C) partial sums; this rank's rows summed after the hook
   profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, atty, p.proj_w, row_bias(p.proj_b), N, A, C); });
   tp.reduce_from_region_forward({TpPoint::attn_proj, l, y, N, C});
   profiled(prof, OpGroup::residual, [&] { be_.add(r2, y + R0 * C, x, NS * C); });
+  probe(ModelPass::forward, l, 3, "attn_proj", r2, NS * C);
   profiled(prof, OpGroup::norm, [&] {
     norm_forward(be_, llama, ln2, v.ln2_mean, v.ln2_rstd, r2, p.ln2_w, p.ln2_b, NS, C, c.norm_eps);
   });
+  probe(ModelPass::forward, l, 4, "ln2", ln2, NS * C);
   const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
   profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
+  probe(ModelPass::forward, l, 5, "mlp_fc", fch, N * FC);
   profiled(prof, OpGroup::activation, [&] {
     if (llama) be_.swiglu_forward(fch_act, fch, N, F);
     else be_.gelu_forward(fch_act, fch, N * F);
   });
+  probe(ModelPass::forward, l, 6, "activation", fch_act, N * F);
   if (!mlp_output) return;
   y = sp_ ? full : r3;
   profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
   tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
   profiled(prof, OpGroup::residual, [&] { be_.add(r3, y + R0 * C, r2, NS * C); });
+  probe(ModelPass::forward, l, 7, "mlp_proj", r3, NS * C);
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
@@ -165,6 +173,7 @@ void Transformer::forward(const int32_t* tokens, const int32_t* targets, double*
     event(LayerEvent::after_forward, -1);
     tp.reduce_from_region_forward({TpPoint::embedding, -1, emb, N, C});
     if (sp_) be_.copy(encoded, emb + R0 * C, NS * C);
+    probe(ModelPass::forward, -1, 0, "embedding", encoded, NS * C);
   } else if (sp_) {
     be_.copy(encoded, a.stage_in.as<float>() + R0 * C, NS * C);  // this rank's rows of the whole input
   }
@@ -193,8 +202,10 @@ void Transformer::forward(const int32_t* tokens, const int32_t* targets, double*
   profiled(prof, OpGroup::norm, [&] {
     norm_forward(be_, llama, lnf, a.lnf_mean.as<float>(), a.lnf_rstd.as<float>(), x, w.lnf_w, w.lnf_b, NS, C, c.norm_eps);
   });
+  probe(ModelPass::forward, L, 0, "final_norm", lnf, NS * C);
   const float* head_in = column_input(lnf, TpPoint::lm_head, L);
   profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, logits, head_in, w.head, nullptr, N, C, V); });
+  probe(ModelPass::forward, L, 1, "head", logits, N * V);
   event(LayerEvent::after_forward, L);
   if (!targets) return;
 
@@ -226,6 +237,7 @@ void Transformer::forward(const int32_t* tokens, const int32_t* targets, double*
     });
   }
   a.have_dlogits = true;
+  probe(ModelPass::forward, L, 2, "loss", a.losses.as<float>(), N);
   be_.accumulate_mean_loss(loss_sum, a.losses.as<float>(), N, valid);
 }
 
@@ -275,12 +287,14 @@ void Transformer::backward(float loss_scale) {
       linear_backward(be_, precision_, dln, w.dhead, nullptr, dlogits, head_in, w.head, N, C, V);
     });
     tp.copy_to_region_backward({TpPoint::lm_head, L, dln, N, C});
+    probe(ModelPass::backward, L, 0, "head", dln, N * C);
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(be_, llama, dres, w.dlnf_w, w.dlnf_b, dln + R0 * C, x_last, w.lnf_w, a.lnf_mean.as<float>(),
                     a.lnf_rstd.as<float>(), NS, C);
     });
+    probe(ModelPass::backward, L, 1, "final_norm", dres, NS * C);
     a.have_dlogits = false;  // the logits buffer now holds scaled gradients: one backward per forward
-    if (grad_ready_) grad_ready_(L);
+    grad_ready(L);
   } else {
     be_.copy(dres, a.output_grad.as<float>() + R0 * C, NS * C);
   }
@@ -294,7 +308,9 @@ void Transformer::backward(float loss_scale) {
     // Recomputation, after before_backward (the layer's parameters are available) and without layer
     // events: the same ops on the same inputs give the forward's bits.
     if (recompute_ == Recompute::full) {
+      recomputing_ = true;
       layer_forward(l, x, v, /*mlp_output=*/false);
+      recomputing_ = false;
     } else if (recompute_ == Recompute::selective) {
       profiled(prof, OpGroup::attention, [&] { be_.attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS); });
     }
@@ -304,18 +320,22 @@ void Transformer::backward(float loss_scale) {
     profiled(prof, OpGroup::matmul, [&] {
       linear_backward(be_, precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
     });
+    probe(ModelPass::backward, l, 0, "mlp_proj", dfch_act, N * F);
     zero(be_, a.dfch);
     profiled(prof, OpGroup::activation, [&] {
       if (llama) be_.swiglu_backward(dfch, dfch_act, v.fch, N, F);
       else be_.gelu_backward(dfch, v.fch, dfch_act, N * F);
     });
+    probe(ModelPass::backward, l, 1, "activation", dfch, N * FC);
     const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
     zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] { linear_backward(be_, precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
     tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
+    probe(ModelPass::backward, l, 2, "mlp_fc", dln, N * C);
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(be_, llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, v.r2, p.ln2_w, v.ln2_mean, v.ln2_rstd, NS, C);
     });
+    probe(ModelPass::backward, l, 3, "ln2", dres, NS * C);
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
     // Under tp, dres is the same on every rank, so every rank accumulates the replicated proj bias's
     // gradient (and the norms'): replicated parameters get identical gradients everywhere (under
@@ -325,21 +345,25 @@ void Transformer::backward(float loss_scale) {
     profiled(prof, OpGroup::matmul, [&] {
       linear_backward(be_, precision_, datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
     });
+    probe(ModelPass::backward, l, 4, "attn_proj", datty, N * A);
     zero(be_, a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
       be_.attention_backward(dqkv, datty, v.qkv, v.atty, v.lse, B, T, NH, NKV, HS);
       if (llama) be_.rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
     });
+    probe(ModelPass::backward, l, 5, "attention", dqkv, N * Q);
     const float* qkv_in = column_input(v.ln1, TpPoint::attn_qkv, l);
     zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] {
       linear_backward(be_, precision_, dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
     });
     tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
+    probe(ModelPass::backward, l, 6, "qkv", dln, N * C);
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(be_, llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, v.ln1_mean, v.ln1_rstd, NS, C);
     });
-    if (grad_ready_) grad_ready_(l);
+    probe(ModelPass::backward, l, 7, "ln1", dres, NS * C);
+    grad_ready(l);
   }
 
   if (is_first_stage()) {
@@ -351,7 +375,7 @@ void Transformer::backward(float loss_scale) {
         be_.embedding_backward_range(w.dwte, rank0_grad(w.dwpe), dres_full, last_tokens_, B, T, C, vocab_lo_,
                                       vocab_lo_ + V);
     });
-    if (grad_ready_) grad_ready_(-1);
+    grad_ready(-1);
   } else {
     if (sp_) tp.sequence_gather({TpPoint::stage_input, first_, dres_full, N, C});
     be_.copy(a.input_grad.as<float>(), dres_full, N * C);

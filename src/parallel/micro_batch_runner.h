@@ -31,6 +31,15 @@ class MicroBatchRunner {
   // Mean loss over up to max_batches batches of `loader` (<= 0: all), forward passes only: the
   // validation loss. Collective over the ranks of one model replica.
   virtual Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) = 0;
+  // Runs the last run()'s micro-batches again on the same data, with the gradient reduction left
+  // out (nothing is communicated across replicas; gradients are accumulated locally): for tracing
+  // an anomaly with a probe. The caller zeroes the gradients before and discards them after.
+  virtual Status replay(Timeline& timeline) = 0;
+  // Reads one step's micro-batches and drops them (a step skipped without computing).
+  virtual void skip_batches() = 0;
+  // The probe every model of the runner calls after each op (nullptr: none); it is told each
+  // micro-batch's index before its forward and backward.
+  virtual void set_numerics_probe(NumericsProbe* probe) = 0;
   // Factor on the loss gradient of every backward (fp16 loss scaling); 1 by default.
   void set_loss_scale(float scale) { loss_scale_ = scale; }
 

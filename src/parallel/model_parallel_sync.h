@@ -57,6 +57,15 @@ class ModelParallelSync final : public GradientSync {
   Status average_over_replicas(float* values, int64_t n) override;
   Status verify_replicas(std::string_view what) override;
   std::vector<OwnedState> owned_state() override;
+  void discard_gradients() override {
+    for (Part& p : parts_) p.dp->discard_gradients();
+  }
+  std::vector<GradSpan> reduced_gradients() override {
+    std::vector<GradSpan> out;
+    for (Part& p : parts_)
+      for (const GradSpan& g : p.dp->reduced_gradients()) out.push_back(g);
+    return out;
+  }
   int64_t optimizer_steps() const override { return parts_.front().dp->optimizer_steps(); }
   double exposed_wait_s() const override;
   void set_trace(TraceFn fn) override;

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "observe/timeline.h"
 #include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 
 namespace tessera {
 
@@ -53,6 +54,12 @@ class ParameterUpdate {
   // buffers it owns -- parameters and AdamW moments. Over all ranks of one layout the ranges cover
   // each chunk's buffer exactly once. Never empty.
   virtual std::vector<OwnedState> owned_state() = 0;
+  // A step that will not be updated (train.on_anomaly): drops what was accumulated for its update
+  // beyond the gradient buffers (ZeRO 2/3's reduced shards), so the next step starts clean.
+  virtual void discard_gradients() {}
+  // After finish(): where the gradients the update reads are, when that is not the model chunks'
+  // gradient buffers (ZeRO 2/3: the reduced slices this rank owns); empty: those buffers.
+  virtual std::vector<GradSpan> reduced_gradients() { return {}; }
   // Optimizer steps the model has taken (the same on every rank; resumed runs continue the count).
   virtual int64_t optimizer_steps() const = 0;
 };

@@ -99,6 +99,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
       const size_t off = static_cast<size_t>(a.micro_batch * BT);
       const int32_t* tokens = first_virtual(a.chunk) ? inputs_.data() + off : nullptr;
       const int32_t* targets = last_virtual(a.chunk) ? targets_.data() + off : nullptr;
+      if (probe_) probe_->begin_micro_batch(a.micro_batch);
       model.forward(tokens, targets, loss_sum_.as<double>());  // adds only where there are targets
       return model.tp_status();
     }
@@ -115,7 +116,8 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
     }
     case PipeOp::backward: {
       TimelineSpan span(timeline, "backward", "compute");
-      reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);  // the chunk's last backward communicates
+      if (!replaying_) reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);  // the chunk's last backward communicates
+      if (probe_) probe_->begin_micro_batch(a.micro_batch);
       model.backward(micro_scale);  // the scale applies where the loss is; other stages get scaled gradients
       if (first_virtual(a.chunk)) release(a.micro_batch, a.chunk);  // nothing to send back
       return model.tp_status();
@@ -154,6 +156,32 @@ Status PipelineRunner::run(Timeline& timeline) {
     TimelineSpan span(timeline, "data", "data", 2);
     for (int m = 0; m < shape_.micro_batches; ++m) next_batch_(inputs_.data() + m * BT, targets_.data() + m * BT);
   }
+  return run_actions(timeline);
+}
+
+Status PipelineRunner::replay(Timeline& timeline) {
+  replaying_ = true;
+  for (auto& chunk : models_)
+    for (auto& s : chunk) s->model->mute_grad_ready(true);
+  const Status st = run_actions(timeline);
+  for (auto& chunk : models_)
+    for (auto& s : chunk) s->model->mute_grad_ready(false);
+  replaying_ = false;
+  return st;
+}
+
+void PipelineRunner::skip_batches() {
+  const int64_t BT = B_ * T_;
+  for (int m = 0; m < shape_.micro_batches; ++m) next_batch_(inputs_.data() + m * BT, targets_.data() + m * BT);
+}
+
+void PipelineRunner::set_numerics_probe(NumericsProbe* probe) {
+  probe_ = probe;
+  for (auto& chunk : models_)
+    for (auto& s : chunk) s->model->set_numerics_probe(probe);
+}
+
+Status PipelineRunner::run_actions(Timeline& timeline) {
   backend_.fill_f64(loss_sum_.as<double>(), 1, 0.0);
   for (const PipeAction& a : actions_) {
     const Status s = run_action(a, timeline);

@@ -46,6 +46,9 @@ class PipelineRunner final : public MicroBatchRunner {
   // The last stage's mean loss, broadcast over the pp group (on the device) and then read.
   Result<double> step_loss() override;
   Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) override;
+  Status replay(Timeline& timeline) override;
+  void skip_batches() override;
+  void set_numerics_probe(NumericsProbe* probe) override;
 
   const std::vector<PipeAction>& actions() const { return actions_; }
   // Activation slots (Transformer instances) of chunk c.
@@ -58,6 +61,7 @@ class PipelineRunner final : public MicroBatchRunner {
   bool first_virtual(int chunk) const { return chunk == 0 && stage_ == 0; }
   bool last_virtual(int chunk) const { return chunk == shape_.virtual_stages - 1 && stage_ == shape_.stages - 1; }
   Status run_action(const PipeAction& a, Timeline& timeline);
+  Status run_actions(Timeline& timeline);  // the schedule over the step's micro-batches in inputs_
   Status wait_sends();
   Status broadcast_from_last_stage(double& value);
 
@@ -74,6 +78,8 @@ class PipelineRunner final : public MicroBatchRunner {
   std::map<std::pair<int, int>, Slot*> in_flight_;          // (micro, chunk) -> its slot
   std::vector<Work> sends_;                                 // this step's sends not yet waited
   std::vector<int32_t> inputs_, targets_;                   // the step's m micro-batches
+  NumericsProbe* probe_ = nullptr;
+  bool replaying_ = false;  // replay(): no gradient reduction
   Buffer loss_sum_;  // one double on the device: the last stage's sum of the micro-batch losses
 };
 

@@ -335,6 +335,18 @@ void ZeroSharded::step_owned(float lr) {
   }
 }
 
+void ZeroSharded::discard_gradients() {
+  if (stage_ < 2) return;
+  for (auto& u : units_) backend_.fill(u->acc, u->slice, 0.0f);
+}
+
+std::vector<GradSpan> ZeroSharded::reduced_gradients() {
+  std::vector<GradSpan> out;
+  if (stage_ >= 2)
+    for (auto& u : units_) out.push_back({u->acc, u->slice});
+  return out;
+}
+
 // ---- the rest ----
 
 Status ZeroSharded::average_over_replicas(float* values, int64_t n) {

@@ -57,6 +57,8 @@ class ZeroSharded final : public ReplicaSync {
   void on_layer_ready(int layer) override;
   Status finish() override;
   void step_owned(float lr) override;
+  void discard_gradients() override;
+  std::vector<GradSpan> reduced_gradients() override;
   // The owned slices changed: stages 1-2 all-gather them, stage 3 releases every unit to be fetched
   // again where it is next read.
   Status complete_update() override;

@@ -179,7 +179,7 @@ Result<bool> stop_preempted(TrainingRun& run, int stop_signal) {
 
 Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start) {
   const RunConfig& cfg = run.cfg;
-  if (!std::isfinite(r.loss))
+  if (!std::isfinite(r.loss) && !r.anomaly.detected)  // detected: a step skipped (train.on_anomaly)
     return internal_error("loss became " + std::to_string(r.loss) + " at step " + std::to_string(run.state.step) +
                           ": lower optim.lr or enable optim.grad_clip");
   TS_RETURN_IF_ERROR(run.ledger_status);
@@ -205,7 +205,7 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   const RankStepTime split{std::max(0.0, dt - r.comm_wait_s - data_s), r.comm_wait_s, data_s};
   run.timeline.add_counter("step split (s)", start.t0,
                            {{"compute", split.compute_s}, {"wait", split.wait_s}, {"data", split.data_s}});
-  if (r.skipped && run.lead)
+  if (r.skipped && !r.anomaly.detected && run.lead)
     log_warn("step " + std::to_string(run.state.step) + ": fp16 gradient overflow, update skipped; loss scale now " +
              std::to_string(run.scaler->scale()));
   TS_RETURN_IF_ERROR(log_step(run, r, lr, dt, split));

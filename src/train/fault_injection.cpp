@@ -15,6 +15,7 @@
 #include "checkpoint/format.h"
 #include "checkpoint/reader.h"
 #include "core/log.h"
+#include "train/numerics_fault.h"
 
 namespace fs = std::filesystem;
 
@@ -23,7 +24,8 @@ namespace {
 
 constexpr std::string_view kForms =
     "expected items like crash:rank=2:step=5 (kinds: crash, hang, hang_after_update, fail, perturb, slow[:factor=F], "
-    "corrupt_shard, truncate_shard, disk_full, crash_in_save; optional :attempt=K), separated by commas";
+    "corrupt_shard, truncate_shard, disk_full, crash_in_save, nan and spike[:factor=F] with "
+    ":layer=L:pass=forward|backward:micro_batch=M[:op=NAME]; optional :attempt=K), separated by commas";
 
 struct KindName {
   FaultKind kind;
@@ -38,7 +40,9 @@ constexpr KindName kKinds[] = {{FaultKind::crash, "crash"},
                                {FaultKind::corrupt_shard, "corrupt_shard"},
                                {FaultKind::truncate_shard, "truncate_shard"},
                                {FaultKind::disk_full, "disk_full"},
-                               {FaultKind::crash_in_save, "crash_in_save"}};
+                               {FaultKind::crash_in_save, "crash_in_save"},
+                               {FaultKind::nan, "nan"},
+                               {FaultKind::spike, "spike"}};
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
@@ -70,20 +74,37 @@ Result<Fault> parse_item(std::string_view item) {
   if (!known)
     return invalid_argument("TESSERA_FAULT item '" + std::string(item) + "': unknown kind '" + std::string(parts[0]) +
                             "'; " + std::string(kForms));
+  const bool numerics = f.kind == FaultKind::nan || f.kind == FaultKind::spike;
+  if (f.kind == FaultKind::spike) f.factor = 1000;
   for (size_t i = 1; i < parts.size(); ++i) {
     const size_t eq = parts[i].find('=');
     if (eq == std::string_view::npos)
       return invalid_argument("TESSERA_FAULT item '" + std::string(item) + "': '" + std::string(parts[i]) +
                               "' is not key=value; " + std::string(kForms));
-    const std::string_view key = parts[i].substr(0, eq);
-    TS_ASSIGN_OR_RETURN(double v, number(item, key, parts[i].substr(eq + 1)));
+    const std::string_view key = parts[i].substr(0, eq), text = parts[i].substr(eq + 1);
+    if (numerics && key == "op") {
+      f.op = std::string(text);
+      continue;
+    }
+    if (numerics && key == "pass") {
+      if (text != "forward" && text != "backward")
+        return invalid_argument("TESSERA_FAULT item '" + std::string(item) + "': pass=" + std::string(text) +
+                                " must be forward or backward");
+      f.pass = text == "forward" ? ModelPass::forward : ModelPass::backward;
+      continue;
+    }
+    TS_ASSIGN_OR_RETURN(double v, number(item, key, text));
     if (key == "rank") f.rank = static_cast<int>(v), has_rank = true;
     else if (key == "step") f.step = static_cast<int64_t>(v), has_step = true;
     else if (key == "attempt") f.attempt = static_cast<int>(v);
     else if (key == "factor" && f.kind == FaultKind::slow && v >= 1) f.factor = v;
+    else if (key == "factor" && f.kind == FaultKind::spike && v > 0) f.factor = v;
+    else if (key == "layer" && numerics && v >= -1) f.layer = static_cast<int>(v);
+    else if (key == "micro_batch" && numerics && v >= 0) f.micro_batch = static_cast<int>(v);
     else
       return invalid_argument("TESSERA_FAULT item '" + std::string(item) + "': key '" + std::string(key) +
-                              "' is not accepted here (rank, step, attempt; slow also factor >= 1)");
+                              "' is not accepted here (rank, step, attempt; slow also factor >= 1; nan and spike "
+                              "also layer >= -1, pass, micro_batch >= 0, op, and spike factor > 0)");
   }
   if (!has_rank || !has_step || f.rank < 0 || f.step < 1)
     return invalid_argument("TESSERA_FAULT item '" + std::string(item) + "' needs rank=R (>= 0) and step=S (>= 1)");
@@ -137,6 +158,7 @@ const Fault* FaultInjection::find(FaultKind kind, int64_t step) const {
 
 Status FaultInjection::at(StepPoint point, int64_t step, ParamStore& store) {
   if (point == StepPoint::step_begin) {
+    if (numerics_probe_) numerics_probe_->set_step(step);
     if (find(FaultKind::crash, step)) {
       log_error("injected fault: crash (SIGKILL) at the start of step " + std::to_string(step));
       std::fflush(nullptr);
@@ -169,6 +191,13 @@ ShardWriteFault FaultInjection::shard_write_fault(int64_t step) const {
   if (find(FaultKind::crash_in_save, step)) return {0.5, true};
   if (find(FaultKind::disk_full, step)) return {0.5, false};
   return {};
+}
+
+std::vector<Fault> FaultInjection::numerics_faults() const {
+  std::vector<Fault> out;
+  for (const Fault& f : faults_)
+    if (f.kind == FaultKind::nan || f.kind == FaultKind::spike) out.push_back(f);
+  return out;
 }
 
 bool FaultInjection::damages_checkpoint(int64_t step) const {

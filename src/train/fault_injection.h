@@ -18,6 +18,10 @@
 //   disk_full       the checkpoint write of step S fails on rank R with "No space left on device"
 //                   after half of its shard is written (as when the disk fills during the save)
 //   crash_in_save   SIGKILL itself after writing half of its shard of the checkpoint of step S
+//   nan             write NaN into the output of one op of step S: layer=L (-1 = embeddings),
+//                   pass=forward|backward, micro_batch=M (0-based), op=NAME (default: the layer's
+//                   first op in that pass), e.g. nan:rank=1:step=5:layer=1:pass=backward:micro_batch=2
+//   spike           multiply that op's output by factor (default 1000) instead
 // Each fault applies only on launch attempt 0 (TESSERA_LAUNCH_ATTEMPT, set by `tessera launch`)
 // unless it names another with attempt=K, so a restarted job does not meet the same fault again.
 #pragma once
@@ -28,12 +32,14 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/numerics_probe.h"
 #include "train/step_hooks.h"
 
 namespace tessera {
 
 enum class FaultKind {
-  crash, hang, hang_after_update, fail, perturb, slow, corrupt_shard, truncate_shard, disk_full, crash_in_save
+  crash, hang, hang_after_update, fail, perturb, slow, corrupt_shard, truncate_shard, disk_full, crash_in_save,
+  nan, spike
 };
 
 struct Fault {
@@ -41,7 +47,12 @@ struct Fault {
   int rank = 0;
   int64_t step = 1;
   int attempt = 0;
-  double factor = 2.0;  // slow only
+  double factor = 2.0;  // slow (default 2) and spike (default 1000)
+  // nan and spike: where in the model (see model/numerics_probe.h)
+  int layer = 0;
+  ModelPass pass = ModelPass::forward;
+  int micro_batch = 0;
+  std::string op;  // empty: the layer's first probed op in that pass
 };
 
 // Parses a TESSERA_FAULT value; errors name the bad item and the accepted forms.
@@ -72,6 +83,10 @@ class FaultInjection final : public StepHooks {
   Status after_checkpoint(int64_t step, const std::string& checkpoint_dir) const;
   // Whether after_checkpoint does anything for `step` on this rank.
   bool damages_checkpoint(int64_t step) const;
+  // This rank's nan / spike faults (injected through the model's numerics probe).
+  std::vector<Fault> numerics_faults() const;
+  // Told the step at each step_begin (for the probe that injects numerics_faults; may be null).
+  void set_numerics_probe(class NumericsFaultProbe* probe) { numerics_probe_ = probe; }
 
  private:
   const Fault* find(FaultKind kind, int64_t step) const;  // this rank's fault of that kind at that step
@@ -79,6 +94,7 @@ class FaultInjection final : public StepHooks {
   int rank_;
   std::unique_ptr<StepHooks> inner_;
   double step_start_ = 0;  // thread CPU seconds at the step's start
+  class NumericsFaultProbe* numerics_probe_ = nullptr;
 };
 
 }  // namespace tessera

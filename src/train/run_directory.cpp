@@ -105,6 +105,12 @@ Status resume_latest(TrainingRun& run) {
                       "restore one from a backup or start a new run");
 }
 
+}  // namespace
+
+Status restore_latest_checkpoint(TrainingRun& run) { return resume_latest(run); }
+
+namespace {
+
 // A relaunch (TESSERA_RESUME=auto) before the first checkpoint starts over in the same directory.
 bool relaunch_without_checkpoint(const TrainingRun& run) {
   if (!run.opts.resume_auto) return false;

@@ -17,6 +17,15 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
     s.runner.set_loss_scale(s.scaler->scale());
     r.skipped = !take_step;
   }
+  if (s.guard && !r.skipped) {
+    TS_ASSIGN_OR_RETURN(const double local_loss, s.runner.step_loss());
+    TS_ASSIGN_OR_RETURN(r.anomaly, s.guard->check(local_loss, s.timeline));
+    if (r.anomaly.detected) {
+      r.skipped = true;
+      r.loss = static_cast<float>(local_loss);
+      return r;
+    }
+  }
   if (!r.skipped) {
     if (s.before_update) r.checkpoint_wait_s = s.before_update();
     TS_ASSIGN_OR_RETURN(const UpdateResult u, s.update.update(lr, grad_clip, s.timeline));

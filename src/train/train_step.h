@@ -13,6 +13,7 @@
 #include "parallel/parameter_update.h"
 #include "parallel/micro_batch_runner.h"
 #include "optim/loss_scaler.h"
+#include "train/anomaly_guard.h"
 #include "train/step_hooks.h"
 #include "observe/timeline.h"
 
@@ -33,6 +34,8 @@ struct StepParts {
   // Runs before the optimizer changes the parameters (an asynchronous save still writing them from
   // the live buffers); returns the seconds it waited.
   std::function<double()> before_update;
+  // train.on_anomaly: checks the step before its update (nullptr: no check).
+  AnomalyGuard* guard = nullptr;
 };
 
 struct StepResult {
@@ -41,6 +44,9 @@ struct StepResult {
   double checkpoint_wait_s = 0;  // waited for an asynchronous save to finish reading the parameters
   bool skipped = false; // fp16: a gradient overflowed, the update was skipped (loss scale halved)
   double comm_wait_s = 0;  // blocked in the step's collectives: gradient sync, parameter sync, loss average
+  // The guard found an anomaly: the step was not updated (skipped is set), `loss` is this rank's
+  // own, and the caller decides what follows (train.on_anomaly).
+  Anomaly anomaly;
 };
 
 // step: the 1-based number of the step being taken (for the hooks); grad_clip: max norm (0 = off).

@@ -3,6 +3,7 @@
 #include "train/trainer.h"
 
 #include "optim/lr_schedule.h"
+#include "train/anomaly_response.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 
@@ -15,7 +16,17 @@ Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, con
   while (run->state.step < cfg.train.steps) {
     const StepStart start = start_step_clock(*run);
     const float lr = lr_at(run->state.step, cfg.optim, cfg.train.steps);
-    TS_ASSIGN_OR_RETURN(StepResult result, train_step(parts, run->state.step + 1, lr, cfg.optim.grad_clip));
+    std::optional<StepResult> skipped = skip_rolled_back_step(*run);
+    StepResult result;
+    if (skipped) {
+      result = *skipped;
+    } else {
+      TS_ASSIGN_OR_RETURN(result, train_step(parts, run->state.step + 1, lr, cfg.optim.grad_clip));
+    }
+    if (result.anomaly.detected && !skipped) {
+      TS_ASSIGN_OR_RETURN(const AnomalyOutcome outcome, respond_to_anomaly(*run, result));
+      if (outcome == AnomalyOutcome::rolled_back) continue;
+    }
     TS_ASSIGN_OR_RETURN(bool stop, after_step(*run, result, lr, start));
     if (stop) break;
   }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "comm/grid.h"
@@ -19,9 +20,11 @@
 #include "parallel/compression_sync.h"
 #include "parallel/local_sgd.h"
 #include "parallel/param_server.h"
+#include "train/anomaly_guard.h"
 #include "train/async_checkpoint.h"
 #include "train/fault_injection.h"
 #include "train/heartbeat_file.h"
+#include "train/numerics_fault.h"
 #include "observe/metrics.h"
 #include "parallel/micro_batch_runner.h"
 #include "plan/parallel_layout.h"
@@ -99,6 +102,9 @@ struct TrainingRun {
   std::unique_ptr<MicroBatchRunner> runner;
   std::unique_ptr<StepHooks> hooks;  // the FaultInjection below (TESSERA_FAULT)
   FaultInjection* faults = nullptr;  // TESSERA_FAULT (none in normal runs)
+  std::unique_ptr<NumericsFaultProbe> numerics_faults;  // TESSERA_FAULT nan / spike on this rank (else null)
+  std::unique_ptr<AnomalyGuard> guard;  // train.on_anomaly other than "off" (null on a parameter server)
+  std::set<int64_t> rolled_back_steps;  // steps a rollback skips when the run reaches them again
   HeartbeatFile heartbeat;           // TESSERA_HEARTBEAT_DIR (set by tessera launch)
   AsyncCheckpointer async_saver;     // train.async_checkpoint
   std::unique_ptr<LossScaler> scaler;  // train.precision = fp16
@@ -131,6 +137,15 @@ Status save_run_checkpoint(TrainingRun& run, bool last);
 
 // End of the run: summary line, timeline files; marks the run finished.
 Result<TrainSummary> finish_training(TrainingRun& run);
+
+// After a checkpoint was loaded into the stores, optimizer and loader (at set-up, or a rollback):
+// the strategies' state saved beside them (local SGD, compression). Collective over the world.
+Status restore_strategy_state(TrainingRun& run);
+// train.sample_ledger: a new invocation in the ledger from run.state.step (voiding later records).
+Status start_ledger_invocation(TrainingRun& run);
+// The newest complete checkpoint that every rank loads (falling back past damaged ones), into the
+// stores, optimizer, loader and run.state (run_directory.cpp).
+Status restore_latest_checkpoint(TrainingRun& run);
 
 // Run directory and resume (run_directory.cpp): refuses to overwrite another run, or restores the
 // latest complete checkpoint into the store, optimizer and loader.

@@ -336,6 +336,7 @@ StepParts TrainingRun::step_parts() {
   parts.scaler = scaler.get();
   parts.world = &world;
   parts.before_update = [this] { return async_saver.wait_until_written(); };
+  parts.guard = guard.get();
   for (size_t c = 1; c < stores.size(); ++c) parts.more_chunks.push_back(stores[c].get());
   return parts;
 }
@@ -343,6 +344,14 @@ StepParts TrainingRun::step_parts() {
 double TrainingRun::tokens_per_step() const {
   return static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len * cfg.train.grad_accum * dp_size());
 }
+
+Status restore_strategy_state(TrainingRun& run) {
+  if (run.state.step == 0) return Status::ok_status();
+  if (!run.local_sgd.empty()) TS_RETURN_IF_ERROR(agree_on(run.world, restore_local_sgd(run)));
+  return agree_on(run.world, restore_compression(run));
+}
+
+Status start_ledger_invocation(TrainingRun& run) { return agree_on(run.world, open_sample_ledger(run)); }
 
 Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Communicator& world,
                                                      const TrainerOptions& opts) {
@@ -374,8 +383,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   TS_RETURN_IF_ERROR(build_model(*run));
   TS_RETURN_IF_ERROR(agree_on(world, prepare_run_directory(*run)));
   TS_RETURN_IF_ERROR(agree_on(world, open_sample_ledger(*run)));
-  if (!run->local_sgd.empty() && run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_local_sgd(*run)));
-  if (run->state.step > 0) TS_RETURN_IF_ERROR(agree_on(world, restore_compression(*run)));
+  TS_RETURN_IF_ERROR(restore_strategy_state(*run));
   // Replicas of one stage and shard must hold the same layout.
   uint64_t numel = 0;
   for (const auto& st : run->stores) numel += static_cast<uint64_t>(st->numel());
@@ -385,6 +393,23 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
                       FaultInjection::from_spec(opts.fault_spec, world.rank(), opts.launch_attempt, nullptr));
   run->faults = faults.get();
   run->hooks = std::move(faults);
+  if (run->runner) {
+    if (std::vector<Fault> nf = run->faults->numerics_faults(); !nf.empty()) {
+      run->numerics_faults = std::make_unique<NumericsFaultProbe>(*run->backend, std::move(nf));
+      run->faults->set_numerics_probe(run->numerics_faults.get());
+      run->runner->set_numerics_probe(run->numerics_faults.get());
+    }
+    // A parameter-server worker's update is its exchange with the servers: no step all ranks take
+    // together to agree on; those runs keep the end-of-step check of the loss (after_step).
+    if (cfg.train.on_anomaly != "off" && cfg.parallel.mode != ParallelMode::ps) {
+      std::vector<ParamStore*> chunks;
+      for (auto& st : run->stores) chunks.push_back(st.get());
+      run->guard = std::make_unique<AnomalyGuard>(*run->backend, world, std::move(chunks), *run->runner, run->update(),
+                                                  static_cast<int>(cfg.model.n_layer),
+                                                  SpikeFactors{cfg.train.spike_loss_factor, cfg.train.spike_grad_factor},
+                                                  run->numerics_faults.get());
+    }
+  }
 
   if (run->lead) {
     TS_ASSIGN_OR_RETURN(MetricsWriter mw, MetricsWriter::open(cfg.train.out_dir, /*append=*/run->state.step > 0));

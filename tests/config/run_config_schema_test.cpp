@@ -55,6 +55,9 @@ precision = "bf16"
 memory_budget_mb = 1536.5
 async_checkpoint = true
 sample_ledger = true
+on_anomaly = "rollback"
+spike_loss_factor = 1.5
+spike_grad_factor = 4.0
 
 [optim]
 lr = 0.001

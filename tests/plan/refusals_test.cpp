@@ -41,6 +41,11 @@ const std::vector<Case>& cases() {
        "comm.compression = \"bf16\" with parallel.zero = 1 and train.precision = \"fp16\""},
       {{"comm.compression=onebit", "train.precision=fp16"},
        "comm.compression = \"onebit\" with train.precision = \"fp16\""},
+      {{"train.on_anomaly=rollback", "parallel.mode=ps", "train.checkpoint_interval=5"},
+       "train.on_anomaly = \"rollback\" with parallel.mode = \"ps\""},
+      {{"train.on_anomaly=skip_step", "comm.compression=topk"},
+       "train.on_anomaly = \"skip_step\" with comm.compression = \"topk\""},
+      {{"train.on_anomaly=rollback"}, "train.on_anomaly = \"rollback\" with train.checkpoint_interval = 0"},
       {{"comm.compression=bf16", "train.local_steps=2"}, "comm.compression = \"bf16\" with train.local_steps = 2"},
   };
   return c;
@@ -76,6 +81,8 @@ TEST(Refusals, SupportedNeighboursAreNotRefused) {
   for (const auto& o : std::vector<std::vector<std::string>>{
            {},
            {"train.precision=fp16", "parallel.zero=1"},
+           {"train.on_anomaly=rollback", "train.checkpoint_interval=5", "comm.compression=topk"},
+           {"train.on_anomaly=stop", "parallel.mode=ps"},
            {"parallel.zero=1", "parallel.tp=2", "parallel.sequence_parallel=true"},
            {"parallel.mode=ps", "comm.compression=topk"},
            {"parallel.mode=ps", "parallel.tp=2", "parallel.pp=2"},

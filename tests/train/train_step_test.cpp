@@ -2,6 +2,7 @@
 // accumulate-clip-update sequence, and the step hooks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -17,6 +18,8 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "parallel/pipeline_runner.h"
+#include "train/fault_injection.h"
+#include "train/numerics_fault.h"
 #include "train/train_step.h"
 #include "../backend_util.h"
 
@@ -191,6 +194,141 @@ TEST(TrainStep, AHookErrorEndsTheStepBeforeAnyWork) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "planted");
   EXPECT_TRUE(rep.calls.empty());
+}
+
+
+// ---- the anomaly guard (train.on_anomaly): detection before the update and the trace ----
+
+Fault numerics_fault(FaultKind kind, int64_t step, int layer, ModelPass pass, int micro_batch, std::string op = "") {
+  Fault f;
+  f.kind = kind;
+  f.step = step;
+  f.layer = layer;
+  f.pass = pass;
+  f.micro_batch = micro_batch;
+  f.op = std::move(op);
+  if (kind == FaultKind::spike) f.factor = 1000;
+  return f;
+}
+
+// A replica whose steps go through a guard, with a fault probe planted in its runner.
+struct GuardedReplica {
+  Replica rep;
+  NumericsFaultProbe faults;
+  AnomalyGuard guard;
+  StepHooks no_hooks;
+  Timeline tl{false, 0};
+  GuardedReplica(Fixture& f, std::vector<Fault> planted, double spike_grad_factor)
+      : rep(f, static_cast<int>(f.kMicro)),
+        faults(tessera::testing::cpu_backend(), std::move(planted)),
+        guard(tessera::testing::cpu_backend(), world_of_one(), {&rep.store}, *rep.runner, rep.update,
+              static_cast<int>(f.cfg.n_layer), SpikeFactors{0, spike_grad_factor}, &faults) {
+    rep.runner->set_numerics_probe(&faults);
+  }
+  Result<StepResult> step(int64_t n) {
+    faults.set_step(n);
+    StepParts parts{rep.store, *rep.runner, rep.reduction, rep.update, no_hooks, tl};
+    parts.guard = &guard;
+    return train_step(parts, n, 1e-3f, 1.f);
+  }
+};
+
+TEST(AnomalyGuard, TracesAPlantedNanToItsLayerPassOpAndMicroBatch) {
+  Fixture f;
+  GuardedReplica g(f, {numerics_fault(FaultKind::nan, 1, 1, ModelPass::backward, 2)}, 0);
+  auto r = g.step(1);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->anomaly.detected);
+  EXPECT_EQ(r->anomaly.kind, "non-finite value");
+  const AnomalyOrigin& o = r->anomaly.origin;
+  ASSERT_TRUE(o.found);
+  EXPECT_EQ(o.rank, 0);
+  EXPECT_EQ(o.layer, 1);
+  EXPECT_EQ(o.pass, ModelPass::backward);
+  EXPECT_EQ(o.op, "mlp_proj");  // the layer's first op in backward
+  EXPECT_EQ(o.micro_batch, 2);
+  EXPECT_TRUE(r->skipped);
+  EXPECT_EQ(std::count(g.rep.calls.begin(), g.rep.calls.end(), "update"), 0) << "an anomalous step must not update";
+}
+
+TEST(AnomalyGuard, TracesAForwardNanAtANamedOp) {
+  Fixture f;
+  GuardedReplica g(f, {numerics_fault(FaultKind::nan, 1, 0, ModelPass::forward, 1, "attention")}, 0);
+  auto r = g.step(1);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->anomaly.origin.found);
+  EXPECT_EQ(r->anomaly.origin.layer, 0);
+  EXPECT_EQ(r->anomaly.origin.pass, ModelPass::forward);
+  EXPECT_EQ(r->anomaly.origin.op, "attention");
+  EXPECT_EQ(r->anomaly.origin.micro_batch, 1);
+}
+
+TEST(AnomalyGuard, CleanStepsPassAndMatchAnUnguardedStep) {
+  Fixture f;
+  GuardedReplica g(f, {}, 3.0);
+  Replica plain(f, static_cast<int>(f.kMicro));
+  StepHooks no_hooks;
+  Timeline tl(false, 0);
+  for (int64_t n = 1; n <= 8; ++n) {
+    auto r = g.step(n);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_FALSE(r->anomaly.detected) << "step " << n;
+    StepParts parts{plain.store, *plain.runner, plain.reduction, plain.update, no_hooks, tl};
+    auto p = train_step(parts, n, 1e-3f, 1.f);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(r->loss, p->loss) << "step " << n;
+  }
+  EXPECT_EQ(0, std::memcmp(g.rep.store.params(), plain.store.params(), plain.store.numel() * sizeof(float)));
+}
+
+TEST(AnomalyGuard, TracesAGradientSpikeAfterTheWarmup) {
+  Fixture f;
+  const int64_t at = AnomalyGuard::kWarmup + 2;
+  GuardedReplica g(f, {numerics_fault(FaultKind::spike, at, 1, ModelPass::backward, 2)}, 5.0);
+  for (int64_t n = 1; n < at; ++n) {
+    auto r = g.step(n);
+    ASSERT_TRUE(r.ok());
+    ASSERT_FALSE(r->anomaly.detected) << "step " << n;
+  }
+  auto r = g.step(at);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->anomaly.detected);
+  EXPECT_EQ(r->anomaly.kind, "spike");
+  const AnomalyOrigin& o = r->anomaly.origin;
+  ASSERT_TRUE(o.found);
+  EXPECT_EQ(o.layer, 1);
+  EXPECT_EQ(o.pass, ModelPass::backward);
+  EXPECT_EQ(o.op, "mlp_proj");
+  EXPECT_EQ(o.micro_batch, 2);
+  EXPECT_GT(o.rms, 100 * o.reference);
+}
+
+TEST(FaultSpec, ParsesNanAndSpikeCoordinates) {
+  auto f = parse_faults("nan:rank=1:step=5:layer=1:pass=backward:micro_batch=2,spike:rank=0:step=3:layer=-1:op=embedding:factor=50");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_EQ(f->size(), 2u);
+  EXPECT_EQ((*f)[0].kind, FaultKind::nan);
+  EXPECT_EQ((*f)[0].rank, 1);
+  EXPECT_EQ((*f)[0].step, 5);
+  EXPECT_EQ((*f)[0].layer, 1);
+  EXPECT_EQ((*f)[0].pass, ModelPass::backward);
+  EXPECT_EQ((*f)[0].micro_batch, 2);
+  EXPECT_EQ((*f)[0].op, "");
+  EXPECT_EQ((*f)[1].kind, FaultKind::spike);
+  EXPECT_EQ((*f)[1].layer, -1);
+  EXPECT_EQ((*f)[1].pass, ModelPass::forward);
+  EXPECT_EQ((*f)[1].op, "embedding");
+  EXPECT_EQ((*f)[1].factor, 50);
+}
+
+TEST(FaultSpec, RefusesBadNumericsCoordinates) {
+  for (const char* bad : {"nan:rank=1:step=5:pass=sideways", "nan:rank=1:step=5:layer=-2", "spike:rank=0:step=2:factor=0",
+                          "crash:rank=0:step=2:layer=1", "nan:rank=0:step=1:micro_batch=-1"}) {
+    auto f = parse_faults(bad);
+    EXPECT_FALSE(f.ok()) << bad;
+  }
+  EXPECT_NE(parse_faults("nan:rank=1:step=5:pass=sideways").status().message().find("forward or backward"),
+            std::string::npos);
 }
 
 }  // namespace
