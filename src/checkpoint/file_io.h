@@ -36,6 +36,7 @@ class DurableFile {
   std::string path_;
   int fd_ = -1;
   int64_t bytes_ = 0;
+  int64_t writeback_started_ = 0;  // bytes handed to the disk's write-back so far (sync_file_range)
   int64_t space_limit_ = -1;
   bool kill_when_reached_ = false;
 };
