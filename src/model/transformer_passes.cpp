@@ -104,17 +104,27 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
   profiled(prof, OpGroup::norm, [&] {
     norm_forward(be_, llama, ln2, v.ln2_mean, v.ln2_rstd, r2, p.ln2_w, p.ln2_b, NS, C, c.norm_eps);
   });
-  const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
-  profiled(prof, OpGroup::activation, [&] {
-    if (llama) be_.swiglu_forward(fch_act, fch, N, F);
-    else be_.gelu_forward(fch_act, fch, N * F);
-  });
-  if (!mlp_output) return;
-  y = sp_ ? full : r3;
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
-  tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
-  profiled(prof, OpGroup::residual, [&] { be_.add(r3, y + R0 * C, r2, NS * C); });
+  const bool dense = c.has_dense_mlp(l), moe = c.is_moe_layer(l);
+  if (dense) {
+    const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
+    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
+    profiled(prof, OpGroup::activation, [&] {
+      if (llama) be_.swiglu_forward(fch_act, fch, N, F);
+      else be_.gelu_forward(fch_act, fch, N * F);
+    });
+  }
+  if (!mlp_output) return;  // full recomputation: a MoE layer's expert activations are kept, not recomputed
+  if (dense) {
+    y = sp_ ? full : r3;
+    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
+    tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
+    profiled(prof, OpGroup::residual, [&] { be_.add(r3, y + R0 * C, r2, NS * C); });
+  }
+  if (moe) {  // tensor and sequence parallelism are refused with MoE: N rows, no hooks
+    float* out = acts_->moe_out.as<float>();
+    moe_forward(l, ln2, out);
+    profiled(prof, OpGroup::residual, [&] { be_.add(r3, out, dense ? r3 : r2, N * C); });
+  }
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
@@ -298,21 +308,27 @@ void Transformer::backward(float loss_scale) {
     } else if (recompute_ == Recompute::selective) {
       profiled(prof, OpGroup::attention, [&] { be_.attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS); });
     }
-    // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))); dres carries d residual3.
-    tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
-    zero(be_, a.dfch_act);
-    profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
-    });
-    zero(be_, a.dfch);
-    profiled(prof, OpGroup::activation, [&] {
-      if (llama) be_.swiglu_backward(dfch, dfch_act, v.fch, N, F);
-      else be_.gelu_backward(dfch, v.fch, dfch_act, N * F);
-    });
-    const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
-    zero(be_, a.dln);
-    profiled(prof, OpGroup::matmul, [&] { linear_backward(be_, precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
-    tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
+    // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))) (dense or shared expert)
+    // + moe(norm2(residual2)) (MoE layers); dres carries d residual3.
+    if (c.has_dense_mlp(l)) {
+      tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
+      zero(be_, a.dfch_act);
+      profiled(prof, OpGroup::matmul, [&] {
+        linear_backward(be_, precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
+      });
+      zero(be_, a.dfch);
+      profiled(prof, OpGroup::activation, [&] {
+        if (llama) be_.swiglu_backward(dfch, dfch_act, v.fch, N, F);
+        else be_.gelu_backward(dfch, v.fch, dfch_act, N * F);
+      });
+      const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
+      zero(be_, a.dln);
+      profiled(prof, OpGroup::matmul, [&] { linear_backward(be_, precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
+      tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
+    } else {
+      zero(be_, a.dln);
+    }
+    if (c.is_moe_layer(l)) moe_backward(l, v.ln2, dres_full, dln, loss_scale);
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(be_, llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, v.r2, p.ln2_w, v.ln2_mean, v.ln2_rstd, NS, C);
     });

@@ -41,6 +41,7 @@ const std::vector<Case>& cases() {
        "comm.compression = \"bf16\" with parallel.zero = 1 and train.precision = \"fp16\""},
       {{"comm.compression=onebit", "train.precision=fp16"},
        "comm.compression = \"onebit\" with train.precision = \"fp16\""},
+      {{"model.preset=tiny-moe", "parallel.tp=2"}, "model.moe_experts = 4 with parallel.tp = 2"},
       {{"comm.compression=bf16", "train.local_steps=2"}, "comm.compression = \"bf16\" with train.local_steps = 2"},
   };
   return c;
@@ -81,7 +82,8 @@ TEST(Refusals, SupportedNeighboursAreNotRefused) {
            {"parallel.mode=ps", "parallel.tp=2", "parallel.pp=2"},
            {"comm.compression=bf16", "parallel.zero=2"},
            {"comm.compression=bf16", "train.precision=fp16"},
-           {"train.local_steps=4", "parallel.tp=2"}})
+           {"train.local_steps=4", "parallel.tp=2"},
+           {"model.preset=tiny-moe", "parallel.pp=2", "parallel.zero=1"}})
     EXPECT_EQ(first_refusal(config(o)), nullptr) << check_refusals(config(o)).to_string();
 }
 
