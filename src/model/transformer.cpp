@@ -64,6 +64,9 @@ Transformer::Transformer(Backend& backend, const ModelConfig& cfg, ParamStore& s
     both(p + "moe.gate.w", tp.gate_w, tg.gate_w);
     both(p + "moe.fc.w", tp.moe_fc_w, tg.moe_fc_w);
     both(p + "moe.proj.w", tp.moe_proj_w, tg.moe_proj_w);
+    TS_CHECK(!cfg.is_moe_layer(l) || (tp.gate_w && tp.moe_fc_w && tp.moe_proj_w))
+        << "layer " << l << " is a mixture-of-experts layer but the parameter layout has no moe.* tensors for it";
+    TS_CHECK(!cfg.has_dense_mlp(l) || tp.fc_w) << "layer " << l << " needs mlp.* tensors the layout lacks";
     w.p.push_back(tp);
     w.g.push_back(tg);
   }
