@@ -49,6 +49,7 @@ struct TrainConfig {
   double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
   bool async_checkpoint = false;    // write checkpoints in the background (train/async_checkpoint.h)
   bool sample_ledger = false;       // record which step and rank consumed each sample (data/sample_ledger.h)
+  double moe_warn_share = 0.9;      // warn when one expert is routed more than this share of a MoE layer's tokens (0 = off)
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,

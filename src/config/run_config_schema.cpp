@@ -254,6 +254,8 @@ std::vector<SectionSpec> make_schema() {
             "validation batches per dp rank at each evaluation"},
            {"log_interval", field(&RC::train, &TC::log_interval), kOk, {at_least(1)},
             "progress line and metrics every N steps"},
+           {"moe_warn_share", field(&RC::train, &TC::moe_warn_share), kOk, {at_least(0)},
+            "MoE: warn when one expert is routed more than this share of a layer's tokens (K/E when even); 0 = off"},
            {"checkpoint_interval", field(&RC::train, &TC::checkpoint_interval), kOk, {at_least(0)},
             "0 = only at the end"},
            {"keep_checkpoints", field(&RC::train, &TC::keep_checkpoints), kOk, {at_least(1)},

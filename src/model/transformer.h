@@ -30,7 +30,7 @@
 // Mixture of experts (cfg.is_moe_layer(l); model/transformer_moe.cpp): the MLP branch of a MoE layer
 // is a softmax top-k router over E SwiGLU experts (plus the dense MLP as a shared expert when
 // configured): gather the rows each expert received, one matmul pair per expert, weighted scatter
-// back. The expert sizes cross to the host once per MoE layer per forward. backward(loss_scale) adds
+// back. The expert sizes and the router's statistics cross to the host once per MoE layer per forward. backward(loss_scale) adds
 // the gradients of the load-balancing and z losses (scaled by loss_scale, on every pipeline stage);
 // the loss forward returns stays the language-model cross-entropy (moe_layer_stats() has the rest).
 //
@@ -151,6 +151,17 @@ class Transformer {
     float load_balance = 0, z = 0, entropy = 0;
   };
   std::vector<MoeLayerStats> moe_layer_stats() const;
+  // What the owned MoE layers routed, summed over the forwards since the last call (then reset), in
+  // layer order: the metrics' expert load (train/moe_metrics.h). Costs nothing extra: the forward
+  // brings the counts and router statistics to the host anyway.
+  struct MoeLayerLoad {
+    int layer = 0;
+    std::vector<int64_t> tokens, routed;  // (E) kept / routed assignments per expert
+    int64_t dropped = 0;
+    double entropy_sum = 0;  // sum over forwards of the mean router entropy
+    int64_t forwards = 0;
+  };
+  std::vector<MoeLayerLoad> take_moe_load();
   // sum over owned MoE layers of moe_aux_loss * load_balance + moe_z_loss * z: what the MoE layers add
   // to the training objective of the last forward (0 for a dense model).
   double moe_objective() const;
@@ -186,6 +197,7 @@ class Transformer {
   // dx (N, C) += the gradient w.r.t. x from dout (N, C), the gradient of the layer output;
   // accumulates the router's and experts' parameter gradients, and the auxiliary losses' (x scale).
   void moe_backward(int layer, const float* x, const float* dout, float* dx, float scale);
+  void record_moe_load(int layer, const MoeActs& m);  // adds the forward's routing to moe_load_
   Backend& be_;
   ModelConfig cfg_;
   ParamStore& store_;
@@ -207,6 +219,7 @@ class Transformer {
   IdentityTensorParallelHooks identity_tp_;
   TensorParallelHooks* tp_ = &identity_tp_;
   const int32_t* last_tokens_ = nullptr;
+  std::vector<MoeLayerLoad> moe_load_;  // one per owned MoE layer, in layer order
 };
 
 }  // namespace tessera

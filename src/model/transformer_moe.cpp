@@ -88,6 +88,7 @@ void Transformer::moe_forward(int l, const float* x, float* out) {
   // The expert sizes cross to the host: they size the matmuls below (and backward's).
   be_.copy_to_host(m.host_counts.data(), m.counts.as<int32_t>(), static_cast<size_t>(E) * sizeof(int32_t));
   const int64_t S = std::accumulate(m.host_counts.begin(), m.host_counts.end(), int64_t{0});
+  record_moe_load(l, m);
   TS_CHECK(S <= moe_slots()) << "MoE layer " << l << ": " << S << " slots exceed the " << moe_slots() << " allocated";
   profiled(prof, OpGroup::embedding, [&] { be_.gather_rows(xd, x, slot_token, S, C); });
   for_each_expert(m.host_counts, [&](int64_t e, int64_t s, int64_t n) {
@@ -140,6 +141,40 @@ void Transformer::moe_backward(int l, const float* x, const float* dout, float* 
                             scale);
   });
   profiled(prof, OpGroup::matmul, [&] { be_.matmul_backward(dx, g.gate_w, nullptr, dlogits, x, p.gate_w, N, C, E); });
+}
+
+void Transformer::record_moe_load(int l, const MoeActs& m) {
+  const int64_t E = cfg_.moe_experts, N = B_ * T_, K = cfg_.moe_top_k;
+  if (moe_load_.empty())
+    for (int i = first_; i < last_; ++i)
+      if (cfg_.is_moe_layer(i)) {
+        MoeLayerLoad z;
+        z.layer = i;
+        z.tokens.assign(static_cast<size_t>(E), 0);
+        z.routed.assign(static_cast<size_t>(E), 0);
+        moe_load_.push_back(std::move(z));
+      }
+  auto it = std::find_if(moe_load_.begin(), moe_load_.end(), [l](const MoeLayerLoad& x) { return x.layer == l; });
+  TS_CHECK(it != moe_load_.end()) << "no load record for MoE layer " << l;
+  std::vector<int32_t> routed(static_cast<size_t>(E));
+  float stats[3];
+  be_.copy_to_host(routed.data(), m.routed.as<int32_t>(), routed.size() * sizeof(int32_t));
+  be_.copy_to_host(stats, m.stats.as<float>(), sizeof stats);
+  int64_t kept = 0;
+  for (size_t e = 0; e < routed.size(); ++e) {
+    it->tokens[e] += m.host_counts[e];
+    it->routed[e] += routed[e];
+    kept += m.host_counts[e];
+  }
+  it->dropped += N * K - kept;
+  it->entropy_sum += stats[2];
+  ++it->forwards;
+}
+
+std::vector<Transformer::MoeLayerLoad> Transformer::take_moe_load() {
+  std::vector<MoeLayerLoad> out = std::move(moe_load_);
+  moe_load_.clear();
+  return out;
 }
 
 std::vector<Transformer::MoeLayerStats> Transformer::moe_layer_stats() const {

@@ -31,6 +31,9 @@ class MicroBatchRunner {
   // Mean loss over up to max_batches batches of `loader` (<= 0: all), forward passes only: the
   // validation loss. Collective over the ranks of one model replica.
   virtual Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) = 0;
+  // The expert load of this rank's MoE layers over the last run()'s micro-batches (merged over the
+  // model instances of one layer; empty for a dense model), then reset.
+  virtual std::vector<Transformer::MoeLayerLoad> take_moe_load() { return {}; }
   // Factor on the loss gradient of every backward (fp16 loss scaling); 1 by default.
   void set_loss_scale(float scale) { loss_scale_ = scale; }
 

@@ -46,6 +46,7 @@ class PipelineRunner final : public MicroBatchRunner {
   // The last stage's mean loss, broadcast over the pp group (on the device) and then read.
   Result<double> step_loss() override;
   Result<EvalResult> evaluate(EvalLoader& loader, int64_t max_batches) override;
+  std::vector<Transformer::MoeLayerLoad> take_moe_load() override;
 
   const std::vector<PipeAction>& actions() const { return actions_; }
   // Activation slots (Transformer instances) of chunk c.

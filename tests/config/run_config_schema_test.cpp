@@ -48,6 +48,7 @@ batch_tokens = 576
 micro_batch = 3
 seed = 42
 threads = 2
+moe_warn_share = 0.75
 device = "cuda"
 cpu_isa = "avx2"
 eval_interval = 3

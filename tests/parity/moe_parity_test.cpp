@@ -72,7 +72,9 @@ TEST_P(MoeParity, MatchesPyTorchMixtralReference) {
     EXPECT_EQ(st.dropped, expected->read_i32("dropped." + l)->at(0)) << "dropped, layer " << l;
     dropped += st.dropped;
   }
-  if (cfg.moe_capacity_factor > 0) EXPECT_GT(dropped, 0) << "the capacity fixture must drop assignments";
+  if (cfg.moe_capacity_factor > 0) {
+    EXPECT_GT(dropped, 0) << "the capacity fixture must drop assignments";
+  }
 
   double worst_grad = 0;
   for (const auto& g : to_hf_tensors(cfg, store.layout(), store.grads())) {
