@@ -123,6 +123,29 @@ namespace tessera {
     (out, x, idx, k, cols))                                                                                          \
   X(scatter_add_rows, void, (float* out, const int64_t* idx, const float* x, int64_t k, int64_t cols),               \
     (out, idx, x, k, cols))                                                                                          \
+  X(moe_router_forward, void,                                                                                       \
+    (float* probs, float* lse, int32_t* topk_idx, float* topk_w, const float* logits, int64_t N, int64_t E,          \
+     int64_t K),                                                                                                     \
+    (probs, lse, topk_idx, topk_w, logits, N, E, K))                                                                \
+  X(moe_dispatch_plan, void,                                                                                        \
+    (int64_t * slot_token, int32_t * slot_of, int32_t * counts, int32_t * routed, const int32_t* topk_idx,           \
+     int64_t N, int64_t E, int64_t K, int64_t capacity),                                                             \
+    (slot_token, slot_of, counts, routed, topk_idx, N, E, K, capacity))                                             \
+  X(moe_combine_forward, void,                                                                                      \
+    (float* out, const float* y, const int32_t* slot_of, const float* topk_w, int64_t N, int64_t K, int64_t C),      \
+    (out, y, slot_of, topk_w, N, K, C))                                                                             \
+  X(moe_combine_backward, void,                                                                                     \
+    (float* dy, float* dtopk_w, const float* dout, const float* y, const int32_t* slot_of, const float* topk_w,      \
+     int64_t N, int64_t K, int64_t C),                                                                               \
+    (dy, dtopk_w, dout, y, slot_of, topk_w, N, K, C))                                                               \
+  X(moe_router_stats, void,                                                                                         \
+    (float* stats, const float* probs, const float* lse, const int32_t* routed, int64_t N, int64_t E),               \
+    (stats, probs, lse, routed, N, E))                                                                              \
+  X(moe_router_backward, void,                                                                                      \
+    (float* dlogits, const float* dtopk_w, const float* probs, const float* lse, const int32_t* topk_idx,             \
+     const float* topk_w, const int32_t* routed, int64_t N, int64_t E, int64_t K, float aux_coef, float z_coef,      \
+     float scale),                                                                                                   \
+    (dlogits, dtopk_w, probs, lse, topk_idx, topk_w, routed, N, E, K, aux_coef, z_coef, scale))                     \
   X(topk_select, void, (int32_t * idx, int32_t * scratch, const float* m, int64_t n, int64_t k),                 \
     (idx, scratch, m, n, k))                                                                                         \
   X(onebit_compress, void,                                                                                           \

@@ -178,6 +178,44 @@ void gather_rows(float* out, const float* x, const int64_t* idx, int64_t k, int6
 // Row idx[j] of out += row j of x(k, cols).
 void scatter_add_rows(float* out, const int64_t* idx, const float* x, int64_t k, int64_t cols);
 
+// ---- mixture-of-experts routing (cpu/moe_routing.cpp; model/transformer_moe.cpp) ----
+// N tokens, E experts, top-K routing. The expert matmuls themselves are matmul_forward/backward over
+// each expert's contiguous slots, between gather_rows (dispatch) and moe_combine (weighted scatter).
+// probs(N,E) = softmax(logits) row-wise in f32 (probs may be logits: in place); lse(N) = log-sum-exp
+// of each logits row (the z-loss's input). topk_idx(N,K): the K experts of largest probability in
+// descending order, ties to the lower expert index; topk_w(N,K) = their probabilities divided by
+// their sum (Mixtral's renormalised top-k; K = 1 gives weight 1).
+void moe_router_forward(float* probs, float* lse, int32_t* topk_idx, float* topk_w, const float* logits, int64_t N,
+                        int64_t E, int64_t K);
+// The dispatch plan of topk_idx(N,K). routed(E): assignments per expert before dropping. Each
+// expert takes its assignments by priority -- all first choices (k = 0) in token order, then the
+// second choices in token order, ... -- and keeps the first `capacity` (capacity <= 0: all,
+// dropless). counts(E): kept per expert; slot_token(N*K, int64): the token row of each slot, slots
+// grouped by expert in expert order and by priority within one (the first sum(counts) are used);
+// slot_of(N,K): the slot of assignment (n, k), or -1 when it was dropped.
+void moe_dispatch_plan(int64_t* slot_token, int32_t* slot_of, int32_t* counts, int32_t* routed,
+                       const int32_t* topk_idx, int64_t N, int64_t E, int64_t K, int64_t capacity);
+// out(N,C) = sum over k of topk_w[n,k] * y[slot_of[n,k]] (kept assignments, in k order; a token with
+// none gets 0). OVERWRITES out. y(S,C): the experts' outputs by slot.
+void moe_combine_forward(float* out, const float* y, const int32_t* slot_of, const float* topk_w, int64_t N,
+                         int64_t K, int64_t C);
+// dy(S,C) row slot_of[n,k] += topk_w[n,k] * dout[n]; dtopk_w(N,K) += dot(dout[n], y[slot_of[n,k]])
+// (nothing for dropped assignments).
+void moe_combine_backward(float* dy, float* dtopk_w, const float* dout, const float* y, const int32_t* slot_of,
+                          const float* topk_w, int64_t N, int64_t K, int64_t C);
+// stats(3) = [load-balancing loss, z-loss, mean router entropy] of one layer, without coefficients:
+// lb = E * sum_e (routed_e / N) * mean_n probs[n,e] (Hugging Face Mixtral's load_balancing_loss_func
+// for one layer: K at a uniform router), z = mean_n lse_n^2 (ST-MoE), entropy = mean_n -sum_e p ln p.
+// OVERWRITES stats. Sums in double.
+void moe_router_stats(float* stats, const float* probs, const float* lse, const int32_t* routed, int64_t N,
+                      int64_t E);
+// dlogits(N,E) += the gradient through the softmax of: the combine weights' gradient dtopk_w (N,K)
+// (through the renormalisation), plus scale * (aux_coef * lb + z_coef * z) with routed counts held
+// constant (as every implementation of the load-balancing loss does).
+void moe_router_backward(float* dlogits, const float* dtopk_w, const float* probs, const float* lse,
+                         const int32_t* topk_idx, const float* topk_w, const int32_t* routed, int64_t N, int64_t E,
+                         int64_t K, float aux_coef, float z_coef, float scale);
+
 // ---- the step's loss (cpu/step_loss.cpp): it stays on the device until the step ends ----
 void fill_f64(double* x, int64_t n, double value);
 // *loss_sum += the mean of losses[0, n) over `valid` rows (0 when valid == 0), rounded to f32 first

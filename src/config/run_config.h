@@ -52,6 +52,7 @@ struct TrainConfig {
   std::string on_anomaly = "stop";  // non-finite value or spike: stop | skip_step | rollback | off (train/anomaly_guard.h)
   double spike_loss_factor = 0;     // a loss above this times the recent mean is a spike; 0 = off
   double spike_grad_factor = 0;     // a gradient norm above this times the recent mean is a spike; 0 = off
+  double moe_warn_share = 0.9;      // warn when one expert is routed more than this share of a MoE layer's tokens (0 = off)
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,

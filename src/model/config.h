@@ -1,5 +1,6 @@
 // Model configuration: GPT-2 family (LayerNorm, GELU, learned positions, biases, tied head) and
-// LLaMA family (RMSNorm, SwiGLU, RoPE, no biases, untied head, grouped-query attention), plus presets.
+// LLaMA family (RMSNorm, SwiGLU, RoPE, no biases, untied head, grouped-query attention, optional
+// mixture-of-experts feed-forward layers), plus presets.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,6 +28,22 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   bool tied_embeddings = true;  // lm_head shares wte
+  // Mixture of experts (llama only; docs/moe.md). moe_experts = 0: every layer is dense.
+  int64_t moe_experts = 0;           // E: SwiGLU experts of width d_ff per MoE layer
+  int64_t moe_top_k = 2;             // K experts per token (softmax router, renormalised top-k as Mixtral)
+  float moe_capacity_factor = 0.f;   // 0: dropless; else each expert keeps ceil(cf * N * K / E) of N tokens
+  float moe_aux_loss = 0.01f;        // load-balancing loss coefficient (per MoE layer, summed)
+  float moe_z_loss = 0.f;            // router z-loss coefficient (ST-MoE)
+  bool moe_shared_expert = false;    // also a dense SwiGLU of width d_ff that every token passes
+  int64_t moe_every = 1;             // layer l is MoE when l % moe_every == 0
+
+  bool is_moe() const { return moe_experts > 0; }
+  bool is_moe_layer(int64_t l) const { return moe_experts > 0 && l % moe_every == 0; }
+  // Whether layer l has the dense MLP tensors (mlp.fc.w, mlp.proj.w): dense layers, and MoE layers'
+  // shared expert.
+  bool has_dense_mlp(int64_t l) const { return !is_moe_layer(l) || moe_shared_expert; }
+  // Slots per expert for a micro-batch of N tokens: ceil(cf * N * K / E), at least 1; 0 = dropless.
+  int64_t moe_capacity(int64_t N) const;
 
   int64_t head_size() const { return d_model / n_head; }  // HS
   int64_t qkv_width() const { return (n_head + 2 * n_kv_head) * head_size(); }
@@ -38,9 +55,10 @@ struct ModelConfig {
   double flops_per_token(int64_t T) const;
   // Checks divisibility and ranges; the message names the field and what is allowed.
   Status validate() const;
+  Status validate_moe() const;  // the moe_* fields (part of validate())
 };
 
-// "tiny", "tiny-llama", "gpt2", "gpt2-medium", "llama-small", "bench-small", "bench-tiny".
+// "tiny", "tiny-llama", "tiny-moe", "gpt2", "gpt2-medium", "llama-small", "bench-small", "bench-tiny".
 Result<ModelConfig> model_preset(std::string_view name);
 std::vector<std::string> preset_names();
 

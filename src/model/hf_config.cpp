@@ -122,6 +122,20 @@ Result<json> hf_config_json(const ModelConfig& c, const HfSpecialTokens& special
          {"pretraining_tp", 1},
          {"initializer_range", 0.02}};
   }
+  if (c.is_moe()) {  // Mixtral's keys; what Mixtral lacks as tessera_* keys (HF ignores unknown keys)
+    j["architectures"] = {"MixtralForCausalLM"};
+    j["model_type"] = "mixtral";
+    j["num_local_experts"] = c.moe_experts;
+    j["num_experts_per_tok"] = c.moe_top_k;
+    j["router_aux_loss_coef"] = shortest(c.moe_aux_loss);
+    j["output_router_logits"] = false;
+    j["router_jitter_noise"] = 0.0;
+    j["sliding_window"] = nullptr;
+    j["tessera_moe_capacity_factor"] = shortest(c.moe_capacity_factor);
+    j["tessera_moe_z_loss"] = shortest(c.moe_z_loss);
+    j["tessera_moe_shared_expert"] = c.moe_shared_expert;
+    j["tessera_moe_every"] = c.moe_every;
+  }
   j["tie_word_embeddings"] = c.tied_embeddings;
   j["bos_token_id"] = opt_id(special.bos);
   j["eos_token_id"] = opt_id(special.eos);
@@ -160,8 +174,8 @@ Result<ModelConfig> model_config_from_hf_json(const json& j, const std::string& 
     r.require(r.boolean("scale_attn_weights", true), "scale_attn_weights", "attention scaled by 1/sqrt(head size) (true)");
     r.require(!r.boolean("scale_attn_by_inverse_layer_idx", false), "scale_attn_by_inverse_layer_idx", "false");
     r.require(!r.boolean("add_cross_attention", false), "add_cross_attention", "decoder-only models (false)");
-  } else if (type == "llama") {
-    c.name = "hf-llama";
+  } else if (type == "llama" || type == "mixtral") {
+    c.name = type == "llama" ? "hf-llama" : "hf-mixtral";
     c.arch = Arch::llama;
     c.vocab_size = r.integer("vocab_size", 32000);
     c.d_model = r.integer("hidden_size", 4096);
@@ -177,14 +191,25 @@ Result<ModelConfig> model_config_from_hf_json(const json& j, const std::string& 
     r.require(!j.contains("rope_scaling") || j["rope_scaling"].is_null(), "rope_scaling", "plain RoPE (null)");
     r.require(!r.boolean("attention_bias", false), "attention_bias", "attention without biases (false)");
     r.require(!r.boolean("mlp_bias", false), "mlp_bias", "an MLP without biases (false)");
+    if (type == "mixtral") {
+      c.moe_experts = r.integer("num_local_experts", 8);
+      c.moe_top_k = r.integer("num_experts_per_tok", 2);
+      c.moe_aux_loss = r.number("router_aux_loss_coef", 0.001);
+      c.moe_capacity_factor = r.number("tessera_moe_capacity_factor", 0.0);
+      c.moe_z_loss = r.number("tessera_moe_z_loss", 0.0);
+      c.moe_shared_expert = r.boolean("tessera_moe_shared_expert", false);
+      c.moe_every = r.integer("tessera_moe_every", 1);
+      r.require(!j.contains("sliding_window") || j["sliding_window"].is_null(), "sliding_window",
+                "full causal attention (null)");
+    }
     if (c.n_head > 0) {
       const int64_t hd = r.integer("head_dim", c.d_model / c.n_head);
       r.require(hd * c.n_head == c.d_model, "head_dim", "head_dim = hidden_size / num_attention_heads");
     }
   } else {
     return invalid_argument(where + ": model_type '" + type +
-                            "' is not one Tessera computes; it reads \"gpt2\" (GPT2LMHeadModel) and \"llama\" "
-                            "(LlamaForCausalLM) configs");
+                            "' is not one Tessera computes; it reads \"gpt2\" (GPT2LMHeadModel), \"llama\" "
+                            "(LlamaForCausalLM) and \"mixtral\" (MixtralForCausalLM) configs");
   }
   TS_RETURN_IF_ERROR(r.status);
   Status v = c.validate();
@@ -205,7 +230,10 @@ std::string first_model_difference(const ModelConfig& a, const ModelConfig& b) {
         i("n_layer", a.n_layer, b.n_layer), i("n_head", a.n_head, b.n_head), i("n_kv_head", a.n_kv_head, b.n_kv_head),
         i("d_model", a.d_model, b.d_model), i("d_ff", a.d_ff, b.d_ff), f("norm_eps", a.norm_eps, b.norm_eps),
         a.arch == Arch::llama ? f("rope_theta", a.rope_theta, b.rope_theta) : std::string(),
-        i("tied_embeddings", a.tied_embeddings, b.tied_embeddings)})
+        i("tied_embeddings", a.tied_embeddings, b.tied_embeddings), i("moe_experts", a.moe_experts, b.moe_experts),
+        a.is_moe() ? i("moe_top_k", a.moe_top_k, b.moe_top_k) : std::string(),
+        a.is_moe() ? i("moe_every", a.moe_every, b.moe_every) : std::string(),
+        a.is_moe() ? i("moe_shared_expert", a.moe_shared_expert, b.moe_shared_expert) : std::string()})
     if (!d.empty()) return d;
   return "";
 }

@@ -96,16 +96,34 @@ void add_pieces(const ModelConfig& cfg, const ParamInfo& p, std::vector<HfTensor
   }
   const std::string L = "model.layers." + std::to_string(layer) + ".";
   const int64_t HS = cfg.head_size();
+  // A MoE layer's dense MLP is its shared expert: Qwen2-MoE's names (Mixtral has none; Tessera's has
+  // no shared_expert_gate).
+  const std::string mlp = L + (cfg.is_moe_layer(layer) ? "mlp.shared_expert." : "mlp.");
+  const std::string moe = L + "block_sparse_moe.";
   if (rest == "ln1.w") whole(L + "input_layernorm.weight", false);
   else if (rest == "ln2.w") whole(L + "post_attention_layernorm.weight", false);
   else if (rest == "attn.proj.w") whole(L + "self_attn.o_proj.weight", false);
-  else if (rest == "mlp.proj.w") whole(L + "mlp.down_proj.weight", false);
+  else if (rest == "mlp.proj.w") whole(mlp + "down_proj.weight", false);
   else if (rest == "attn.qkv.w")
     split({{L + "self_attn.q_proj.weight", cfg.n_head * HS},
            {L + "self_attn.k_proj.weight", cfg.n_kv_head * HS},
            {L + "self_attn.v_proj.weight", cfg.n_kv_head * HS}});
   else if (rest == "mlp.fc.w")
-    split({{L + "mlp.gate_proj.weight", cfg.d_ff}, {L + "mlp.up_proj.weight", cfg.d_ff}});
+    split({{mlp + "gate_proj.weight", cfg.d_ff}, {mlp + "up_proj.weight", cfg.d_ff}});
+  else if (rest == "moe.gate.w") whole(moe + "gate.weight", false);
+  else if (rest == "moe.fc.w" || rest == "moe.proj.w") {  // Mixtral: w1 gate, w3 up (F, C); w2 down (C, F)
+    std::vector<std::pair<std::string, int64_t>> parts;
+    for (int64_t e = 0; e < cfg.moe_experts; ++e) {
+      const std::string x = moe + "experts." + std::to_string(e) + ".";
+      if (rest == "moe.fc.w") {
+        parts.push_back({x + "w1.weight", cfg.d_ff});
+        parts.push_back({x + "w3.weight", cfg.d_ff});
+      } else {
+        parts.push_back({x + "w2.weight", cfg.d_model});
+      }
+    }
+    split(std::move(parts));
+  }
   else TS_CHECK(false) << "no LLaMA name for " << p.name;
 }
 
@@ -268,7 +286,7 @@ std::map<std::string, std::string> hf_metadata(const ModelConfig& cfg) {
     auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);  // shortest text that round-trips
     return std::string(buf, p);
   };
-  return {{"format", "pt"},
+  std::map<std::string, std::string> md = {{"format", "pt"},
           {"tessera.name", cfg.name},
           {"tessera.arch", std::string(arch_name(cfg.arch))},
           {"tessera.vocab_size", std::to_string(cfg.vocab_size)},
@@ -281,6 +299,16 @@ std::map<std::string, std::string> hf_metadata(const ModelConfig& cfg) {
           {"tessera.norm_eps", f(cfg.norm_eps)},
           {"tessera.rope_theta", f(cfg.rope_theta)},
           {"tessera.tied_embeddings", cfg.tied_embeddings ? "true" : "false"}};
+  if (cfg.is_moe()) {  // only MoE models carry these (a dense model's metadata is unchanged)
+    md["tessera.moe_experts"] = std::to_string(cfg.moe_experts);
+    md["tessera.moe_top_k"] = std::to_string(cfg.moe_top_k);
+    md["tessera.moe_capacity_factor"] = f(cfg.moe_capacity_factor);
+    md["tessera.moe_aux_loss"] = f(cfg.moe_aux_loss);
+    md["tessera.moe_z_loss"] = f(cfg.moe_z_loss);
+    md["tessera.moe_shared_expert"] = cfg.moe_shared_expert ? "true" : "false";
+    md["tessera.moe_every"] = std::to_string(cfg.moe_every);
+  }
+  return md;
 }
 
 Result<ModelConfig> config_from_metadata(const SafetensorsFile& file) {
@@ -322,6 +350,28 @@ Result<ModelConfig> config_from_metadata(const SafetensorsFile& file) {
   if (!get("tied_embeddings", &s) || (s != "true" && s != "false"))
     return bad("'tessera.tied_embeddings' must be \"true\" or \"false\"");
   cfg.tied_embeddings = s == "true";
+  // Mixture of experts: optional keys (absent = dense).
+  const std::pair<const char*, int64_t*> moe_ints[] = {
+      {"moe_experts", &cfg.moe_experts}, {"moe_top_k", &cfg.moe_top_k}, {"moe_every", &cfg.moe_every}};
+  for (auto [key, dst] : moe_ints) {
+    if (!get(key, &s)) continue;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *dst);
+    if (ec != std::errc() || p != s.data() + s.size())
+      return bad(std::string("'tessera.") + key + "' = '" + s + "' is not an integer");
+  }
+  const std::pair<const char*, float*> moe_floats[] = {{"moe_capacity_factor", &cfg.moe_capacity_factor},
+                                                       {"moe_aux_loss", &cfg.moe_aux_loss},
+                                                       {"moe_z_loss", &cfg.moe_z_loss}};
+  for (auto [key, dst] : moe_floats) {
+    if (!get(key, &s)) continue;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *dst);
+    if (ec != std::errc() || p != s.data() + s.size())
+      return bad(std::string("'tessera.") + key + "' = '" + s + "' is not a number");
+  }
+  if (get("moe_shared_expert", &s)) {
+    if (s != "true" && s != "false") return bad("'tessera.moe_shared_expert' must be \"true\" or \"false\"");
+    cfg.moe_shared_expert = s == "true";
+  }
   Status v = cfg.validate();
   if (!v.ok()) return bad(v.message());
   return cfg;

@@ -20,6 +20,11 @@
 //   ...mlp.{gate,up}_proj.weight            rows [gate | up] of h.{i}.mlp.fc.w
 //   ...mlp.down_proj.weight                 h.{i}.mlp.proj.w
 //   model.norm.weight, lm_head.weight       lnf.w, lm_head.w
+//   Mixture-of-experts layers (Mixtral names; the shared expert, which Mixtral lacks, as Qwen2-MoE's)
+//   ...block_sparse_moe.gate.weight (E,C)            h.{i}.moe.gate.w
+//   ...block_sparse_moe.experts.{e}.w1/w3.weight     rows [e*2F, e*2F+F) / [e*2F+F, (e+1)*2F) of h.{i}.moe.fc.w
+//   ...block_sparse_moe.experts.{e}.w2.weight (C,F)  rows [e*C, (e+1)*C) of h.{i}.moe.proj.w
+//   ...mlp.shared_expert.{gate,up,down}_proj.weight  h.{i}.mlp.fc.w / mlp.proj.w of a MoE layer
 #pragma once
 #include <map>
 #include <string>

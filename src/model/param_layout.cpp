@@ -22,6 +22,8 @@ Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp) 
     return bad("must divide " + std::string(field) + " (" + std::to_string(v) + ") so that each rank owns " + why +
                "; choose a tensor-parallel size that divides it");
   };
+  if (cfg.is_moe() && tp.size > 1)
+    return bad("mixture-of-experts layers (model.moe_experts > 0) have no tensor-parallel split; use tp = 1");
   TS_RETURN_IF_ERROR(divides("n_head", cfg.n_head, "whole attention heads"));
   TS_RETURN_IF_ERROR(divides("n_kv_head", cfg.n_kv_head, "whole key/value heads"));
   TS_RETURN_IF_ERROR(divides("d_ff", cfg.d_ff, "an equal slice of the MLP"));
@@ -57,10 +59,18 @@ ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer
     add(p + "ln2.w", {C}, i, false);
     if (bias) add(p + "ln2.b", {C}, i, false);
     const int64_t fc_out = cfg.arch == Arch::llama ? 2 * F : F;
-    add(p + "mlp.fc.w", {fc_out, C}, i, true, col, fc_blocks);
-    if (bias) add(p + "mlp.fc.b", {fc_out}, i, false, col, fc_blocks);
-    add(p + "mlp.proj.w", {C, F}, i, true, row);
-    if (bias) add(p + "mlp.proj.b", {C}, i, false);
+    if (cfg.has_dense_mlp(i)) {  // a dense layer's MLP, or a MoE layer's shared expert
+      add(p + "mlp.fc.w", {fc_out, C}, i, true, col, fc_blocks);
+      if (bias) add(p + "mlp.fc.b", {fc_out}, i, false, col, fc_blocks);
+      add(p + "mlp.proj.w", {C, F}, i, true, row);
+      if (bias) add(p + "mlp.proj.b", {C}, i, false);
+    }
+    if (cfg.is_moe_layer(i)) {  // router and E experts stacked by expert index (expert e: its rows)
+      const int64_t E = cfg.moe_experts;
+      add(p + "moe.gate.w", {E, C}, i, true);
+      add(p + "moe.fc.w", {E * 2 * F, C}, i, true);
+      add(p + "moe.proj.w", {E * C, F}, i, true);
+    }
   }
   if (last_layer == L) {
     add("lnf.w", {C}, L, false);
@@ -192,7 +202,8 @@ void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed) {
       continue;
     }
     Rng rng(seed ^ hash_name(p.name));
-    const bool residual = ends_with(p.name, "attn.proj.w") || ends_with(p.name, "mlp.proj.w");
+    const bool residual =
+        ends_with(p.name, "attn.proj.w") || ends_with(p.name, "mlp.proj.w") || ends_with(p.name, "moe.proj.w");
     const float stddev = residual ? residual_std : 0.02f;
     if (layout.tp().size == 1 || p.split == TpSplit::replicated) {
       for (int64_t i = 0; i < p.numel; ++i) w[i] = rng.normal(0.f, stddev);

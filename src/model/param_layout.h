@@ -11,6 +11,9 @@
 //   h.{i}.ln2.w (C)  h.{i}.ln2.b (C) [gpt2]
 //   h.{i}.mlp.fc.w (F, C) [gpt2] or (2F, C) rows [gate | up] [llama]   h.{i}.mlp.fc.b [gpt2]
 //   h.{i}.mlp.proj.w (C, F)   h.{i}.mlp.proj.b [gpt2]
+//   (a MoE layer, cfg.is_moe_layer(i), has mlp.* only with a shared expert, and E experts:)
+//   h.{i}.moe.gate.w (E, C) router   h.{i}.moe.fc.w (E*2F, C) expert e: rows [e*2F, (e+1)*2F) = [gate | up]
+//   h.{i}.moe.proj.w (E*C, F) expert e: rows [e*C, (e+1)*C)
 //   lnf.w (C)  lnf.b (C) [gpt2]   lm_head.w (V,C) [untied only]
 // Order in the buffer: embeddings, layer 0 .. L-1, final norm and head. Each tensor starts on a
 // 64-byte boundary. A tensor-parallel layout (rank r of p) holds rank r's shard of each tensor

@@ -61,6 +61,12 @@ Transformer::Transformer(Backend& backend, const ModelConfig& cfg, ParamStore& s
     both(p + "mlp.fc.b", tp.fc_b, tg.fc_b);
     both(p + "mlp.proj.w", tp.mproj_w, tg.mproj_w);
     both(p + "mlp.proj.b", tp.mproj_b, tg.mproj_b);
+    both(p + "moe.gate.w", tp.gate_w, tg.gate_w);
+    both(p + "moe.fc.w", tp.moe_fc_w, tg.moe_fc_w);
+    both(p + "moe.proj.w", tp.moe_proj_w, tg.moe_proj_w);
+    TS_CHECK(!cfg.is_moe_layer(l) || (tp.gate_w && tp.moe_fc_w && tp.moe_proj_w))
+        << "layer " << l << " is a mixture-of-experts layer but the parameter layout has no moe.* tensors for it";
+    TS_CHECK(!cfg.has_dense_mlp(l) || tp.fc_w) << "layer " << l << " needs mlp.* tensors the layout lacks";
     w.p.push_back(tp);
     w.g.push_back(tg);
   }
@@ -104,6 +110,7 @@ void Transformer::allocate_activations() {
   for (int l = first_; l < last_; ++l) {
     LayerActs la;
     layer_buffers(la, keep_attention, keep_rest, /*output=*/true);
+    if (cfg_.is_moe_layer(l)) allocate_moe_layer(la.moe);
     a.layers.push_back(std::move(la));
   }
   if (first_ < last_) layer_buffers(a.shared, !keep_attention, !keep_rest, /*output=*/false);
@@ -125,6 +132,15 @@ void Transformer::allocate_activations() {
   a.dqkv = act_buffer(N * Q);
   a.dfch = act_buffer(N * FC);
   a.dfch_act = act_buffer(N * F);
+  bool any_moe = false;
+  for (int l = first_; l < last_; ++l) any_moe = any_moe || cfg_.is_moe_layer(l);
+  if (any_moe) {
+    const int64_t S = moe_slots(), E = cfg_.moe_experts, K = cfg_.moe_top_k;
+    a.moe_out = act_buffer(N * C);
+    a.moe_dy = act_buffer(S * C); a.moe_dxd = act_buffer(S * C);
+    a.moe_dh = act_buffer(S * 2 * F); a.moe_dact = act_buffer(S * F);
+    a.moe_dtopk_w = act_buffer(N * K); a.moe_dlogits = act_buffer(N * E);
+  }
   if (sp_) {
     a.full = act_buffer(N * C);
     if (!is_first_stage()) a.stage_in = act_buffer(N * C);

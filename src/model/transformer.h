@@ -27,12 +27,20 @@
 // copy_to_region attn_qkv, reduce_from_region attn_proj, copy_to_region mlp_fc), but no layer
 // events: it runs right after before_backward of its layer, whose parameters are then available.
 //
+// Mixture of experts (cfg.is_moe_layer(l); model/transformer_moe.cpp): the MLP branch of a MoE layer
+// is a softmax top-k router over E SwiGLU experts (plus the dense MLP as a shared expert when
+// configured): gather the rows each expert received, one matmul pair per expert, weighted scatter
+// back. The expert sizes and the router's statistics cross to the host once per MoE layer per forward. backward(loss_scale) adds
+// the gradients of the load-balancing and z losses (scaled by loss_scale, on every pipeline stage);
+// the loss forward returns stays the language-model cross-entropy (moe_layer_stats() has the rest).
+//
 // Mixed precision (set_precision; model/precision.h): in bf16 / fp16 every linear layer and its
 // backward round their operands and accumulate in f32; fp32 runs exactly the f32 ops.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/memory.h"
@@ -45,6 +53,8 @@
 #include "model/tensor_parallel_hooks.h"
 
 namespace tessera {
+
+struct MoeActs;  // transformer_state.h
 
 class Transformer {
  public:
@@ -136,6 +146,32 @@ class Transformer {
   // scratch, logits); all of them are counted under MemCategory::activations.
   size_t activation_bytes() const;
 
+  // The routing of each owned MoE layer in the last forward, in layer order (empty for a dense
+  // model): tokens kept per expert, dropped assignments, the router's losses without coefficients
+  // and its mean entropy. Reads the device (a named crossing: metrics and tests, not the step).
+  struct MoeLayerStats {
+    int layer = 0;
+    std::vector<int32_t> tokens;  // (E) kept assignments per expert
+    int64_t routed = 0;           // N * K assignments
+    int64_t dropped = 0;          // assignments beyond an expert's capacity
+    float load_balance = 0, z = 0, entropy = 0;
+  };
+  std::vector<MoeLayerStats> moe_layer_stats() const;
+  // What the owned MoE layers routed, summed over the forwards since the last call (then reset), in
+  // layer order: the metrics' expert load (train/moe_metrics.h). Costs nothing extra: the forward
+  // brings the counts and router statistics to the host anyway.
+  struct MoeLayerLoad {
+    int layer = 0;
+    std::vector<int64_t> tokens, routed;  // (E) kept / routed assignments per expert
+    int64_t dropped = 0;
+    double entropy_sum = 0;  // sum over forwards of the mean router entropy
+    int64_t forwards = 0;
+  };
+  std::vector<MoeLayerLoad> take_moe_load();
+  // sum over owned MoE layers of moe_aux_loss * load_balance + moe_z_loss * z: what the MoE layers add
+  // to the training objective of the last forward (0 for a dense model).
+  double moe_objective() const;
+
   // Per-kernel-group timing (benchmarks): enable, run steps, read seconds.
   OpProfile& profile() { return profile_; }
 
@@ -159,6 +195,15 @@ class Transformer {
   // One block's forward from its input x (NS, C) into v. Without mlp_output it stops after the
   // MLP activation (full recomputation: backward needs nothing after it).
   void layer_forward(int layer, const float* x, const LayerView& v, bool mlp_output);
+  // Mixture of experts (transformer_moe.cpp). Slots per MoE layer: N*K, or E*capacity when smaller.
+  int64_t moe_slots() const;
+  void allocate_moe_layer(MoeActs& m);
+  // out (N, C) = the experts' combined output for x (N, C), the layer's ln2 output.
+  void moe_forward(int layer, const float* x, float* out);
+  // dx (N, C) += the gradient w.r.t. x from dout (N, C), the gradient of the layer output;
+  // accumulates the router's and experts' parameter gradients, and the auxiliary losses' (x scale).
+  void moe_backward(int layer, const float* x, const float* dout, float* dx, float scale);
+  void record_moe_load(int layer, const MoeActs& m);  // adds the forward's routing to moe_load_
   Backend& be_;
   ModelConfig cfg_;
   ParamStore& store_;
@@ -189,6 +234,7 @@ class Transformer {
   IdentityTensorParallelHooks identity_tp_;
   TensorParallelHooks* tp_ = &identity_tp_;
   const int32_t* last_tokens_ = nullptr;
+  std::vector<MoeLayerLoad> moe_load_;  // one per owned MoE layer, in layer order
 };
 
 }  // namespace tessera

@@ -109,20 +109,31 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
     norm_forward(be_, llama, ln2, v.ln2_mean, v.ln2_rstd, r2, p.ln2_w, p.ln2_b, NS, C, c.norm_eps);
   });
   probe(ModelPass::forward, l, 4, "ln2", ln2, NS * C);
-  const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
-  probe(ModelPass::forward, l, 5, "mlp_fc", fch, N * FC);
-  profiled(prof, OpGroup::activation, [&] {
-    if (llama) be_.swiglu_forward(fch_act, fch, N, F);
-    else be_.gelu_forward(fch_act, fch, N * F);
-  });
-  probe(ModelPass::forward, l, 6, "activation", fch_act, N * F);
-  if (!mlp_output) return;
-  y = sp_ ? full : r3;
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
-  tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
-  profiled(prof, OpGroup::residual, [&] { be_.add(r3, y + R0 * C, r2, NS * C); });
-  probe(ModelPass::forward, l, 7, "mlp_proj", r3, NS * C);
+  const bool dense = c.has_dense_mlp(l), moe = c.is_moe_layer(l);
+  if (dense) {
+    const float* fc_in = column_input(ln2, TpPoint::mlp_fc);
+    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, fch, fc_in, p.fc_w, p.fc_b, N, C, FC); });
+    probe(ModelPass::forward, l, 5, "mlp_fc", fch, N * FC);
+    profiled(prof, OpGroup::activation, [&] {
+      if (llama) be_.swiglu_forward(fch_act, fch, N, F);
+      else be_.gelu_forward(fch_act, fch, N * F);
+    });
+    probe(ModelPass::forward, l, 6, "activation", fch_act, N * F);
+  }
+  if (!mlp_output) return;  // full recomputation: a MoE layer's expert activations are kept, not recomputed
+  if (dense) {
+    y = sp_ ? full : r3;
+    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, y, fch_act, p.mproj_w, row_bias(p.mproj_b), N, F, C); });
+    tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
+    profiled(prof, OpGroup::residual, [&] { be_.add(r3, y + R0 * C, r2, NS * C); });
+  }
+  if (moe) {  // tensor and sequence parallelism are refused with MoE: N rows, no hooks
+    float* out = acts_->moe_out.as<float>();
+    moe_forward(l, ln2, out);
+    probe(ModelPass::forward, l, 7, "moe", out, N * C);
+    profiled(prof, OpGroup::residual, [&] { be_.add(r3, out, dense ? r3 : r2, N * C); });
+  }
+  probe(ModelPass::forward, l, 8, "mlp_proj", r3, NS * C);
 }
 
 float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
@@ -314,28 +325,37 @@ void Transformer::backward(float loss_scale) {
     } else if (recompute_ == Recompute::selective) {
       profiled(prof, OpGroup::attention, [&] { be_.attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS); });
     }
-    // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))); dres carries d residual3.
-    tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
-    zero(be_, a.dfch_act);
-    profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
-    });
-    probe(ModelPass::backward, l, 0, "mlp_proj", dfch_act, N * F);
-    zero(be_, a.dfch);
-    profiled(prof, OpGroup::activation, [&] {
-      if (llama) be_.swiglu_backward(dfch, dfch_act, v.fch, N, F);
-      else be_.gelu_backward(dfch, v.fch, dfch_act, N * F);
-    });
-    probe(ModelPass::backward, l, 1, "activation", dfch, N * FC);
-    const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
-    zero(be_, a.dln);
-    profiled(prof, OpGroup::matmul, [&] { linear_backward(be_, precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
-    tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
-    probe(ModelPass::backward, l, 2, "mlp_fc", dln, N * C);
+    // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))) (dense or shared expert)
+    // + moe(norm2(residual2)) (MoE layers); dres carries d residual3.
+    if (c.has_dense_mlp(l)) {
+      tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
+      zero(be_, a.dfch_act);
+      profiled(prof, OpGroup::matmul, [&] {
+        linear_backward(be_, precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
+      });
+      probe(ModelPass::backward, l, 0, "mlp_proj", dfch_act, N * F);
+      zero(be_, a.dfch);
+      profiled(prof, OpGroup::activation, [&] {
+        if (llama) be_.swiglu_backward(dfch, dfch_act, v.fch, N, F);
+        else be_.gelu_backward(dfch, v.fch, dfch_act, N * F);
+      });
+      probe(ModelPass::backward, l, 1, "activation", dfch, N * FC);
+      const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
+      zero(be_, a.dln);
+      profiled(prof, OpGroup::matmul, [&] { linear_backward(be_, precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
+      tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
+      probe(ModelPass::backward, l, 2, "mlp_fc", dln, N * C);
+    } else {
+      zero(be_, a.dln);
+    }
+    if (c.is_moe_layer(l)) {
+      moe_backward(l, v.ln2, dres_full, dln, loss_scale);
+      probe(ModelPass::backward, l, 3, "moe", dln, N * C);
+    }
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(be_, llama, dres, g.ln2_w, g.ln2_b, dln + R0 * C, v.r2, p.ln2_w, v.ln2_mean, v.ln2_rstd, NS, C);
     });
-    probe(ModelPass::backward, l, 3, "ln2", dres, NS * C);
+    probe(ModelPass::backward, l, 4, "ln2", dres, NS * C);
     // Attention branch: residual2 = x + proj(attn(rope(qkv(norm1(x))))); dres now carries d residual2.
     // Under tp, dres is the same on every rank, so every rank accumulates the replicated proj bias's
     // gradient (and the norms'): replicated parameters get identical gradients everywhere (under
@@ -345,24 +365,24 @@ void Transformer::backward(float loss_scale) {
     profiled(prof, OpGroup::matmul, [&] {
       linear_backward(be_, precision_, datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
     });
-    probe(ModelPass::backward, l, 4, "attn_proj", datty, N * A);
+    probe(ModelPass::backward, l, 5, "attn_proj", datty, N * A);
     zero(be_, a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
       be_.attention_backward(dqkv, datty, v.qkv, v.atty, v.lse, B, T, NH, NKV, HS);
       if (llama) be_.rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
     });
-    probe(ModelPass::backward, l, 5, "attention", dqkv, N * Q);
+    probe(ModelPass::backward, l, 6, "attention", dqkv, N * Q);
     const float* qkv_in = column_input(v.ln1, TpPoint::attn_qkv, l);
     zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] {
       linear_backward(be_, precision_, dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
     });
     tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
-    probe(ModelPass::backward, l, 6, "qkv", dln, N * C);
+    probe(ModelPass::backward, l, 7, "qkv", dln, N * C);
     profiled(prof, OpGroup::norm, [&] {
       norm_backward(be_, llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, v.ln1_mean, v.ln1_rstd, NS, C);
     });
-    probe(ModelPass::backward, l, 7, "ln1", dres, NS * C);
+    probe(ModelPass::backward, l, 8, "ln1", dres, NS * C);
     grad_ready(l);
   }
 

@@ -14,6 +14,24 @@ namespace tessera {
 // sequence shard (N/p under sequence parallelism, else N). With recomputation a layer leaves empty
 // what it does not keep (selective: atty, lse; full: all but residual3), and Acts::shared holds
 // exactly those, once for all layers.
+// Saved activations of one mixture-of-experts layer (N tokens, E experts, top-K, S slots: N*K when
+// dropless, else min(N*K, E*capacity)); model/transformer_moe.cpp. Kept under every recomputation
+// mode: backward reads them as the forward left them.
+struct MoeActs {
+  Buffer probs;                    // (N, E) router logits, then their softmax (in place)
+  Buffer lse;                      // (N) log-sum-exp of the logits (z-loss)
+  Buffer topk_idx, topk_w;         // (N, K) int32 experts and renormalised weights
+  Buffer slot_of;                  // (N, K) int32 slot of each assignment, -1 when dropped
+  Buffer slot_token;               // (N*K) int64 token row of each slot, grouped by expert
+  Buffer counts, routed;           // (E) int32 kept / routed assignments per expert
+  Buffer stats;                    // (3) load-balancing loss, z-loss, router entropy (no coefficients)
+  Buffer xd;                       // (S, C) the dispatched input rows
+  Buffer h;                        // (S, 2F) experts' fc output [gate | up]
+  Buffer act;                      // (S, F) after SwiGLU
+  Buffer y;                        // (S, C) experts' outputs
+  std::vector<int32_t> host_counts;  // counts on the host: the sizes of the expert matmuls
+};
+
 struct LayerActs {
   Buffer ln1, ln1_mean, ln1_rstd;  // (NS,C) (NS) (NS)
   Buffer qkv;                      // (N, Q) Q = (NH+2NKV)*HS, after RoPE
@@ -24,6 +42,7 @@ struct LayerActs {
   Buffer fch;                      // (N, FC) fc output (FC = F for gpt2, 2F [gate|up] for llama)
   Buffer fch_act;                  // (N, F) after GELU / SwiGLU
   Buffer residual3;                // (NS, C) layer output
+  MoeActs moe;                     // MoE layers only (else empty)
 };
 
 struct Transformer::Acts {
@@ -43,6 +62,13 @@ struct Transformer::Acts {
   Buffer dqkv;                     // (N, Q)
   Buffer dfch;                     // (N, FC)
   Buffer dfch_act;                 // (N, F)
+  // Mixture of experts (only when the range has a MoE layer), shared by all layers:
+  Buffer moe_out;                  // (N, C) combined expert output before the residual add
+  Buffer moe_dy, moe_dxd;          // (S, C) gradients of the experts' outputs / dispatched inputs
+  Buffer moe_dh;                   // (S, 2F)
+  Buffer moe_dact;                 // (S, F)
+  Buffer moe_dtopk_w;              // (N, K)
+  Buffer moe_dlogits;              // (N, E)
   Buffer output_grad;              // (N, C) gradient w.r.t. the stage output (non-last stage)
   Buffer input_grad;               // (N, C) gradient w.r.t. the stage input (non-first stage)
   // Sequence parallelism only (else empty):
@@ -62,6 +88,7 @@ struct TensorPtrs {
   float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr,
         *proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr,
         *mproj_w = nullptr, *mproj_b = nullptr;
+  float *gate_w = nullptr, *moe_fc_w = nullptr, *moe_proj_w = nullptr;  // MoE layers: router, stacked experts
 };
 
 struct Transformer::Weights {

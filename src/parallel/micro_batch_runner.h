@@ -40,6 +40,9 @@ class MicroBatchRunner {
   // The probe every model of the runner calls after each op (nullptr: none); it is told each
   // micro-batch's index before its forward and backward.
   virtual void set_numerics_probe(NumericsProbe* probe) = 0;
+  // The expert load of this rank's MoE layers over the last run()'s micro-batches (merged over the
+  // model instances of one layer; empty for a dense model), then reset.
+  virtual std::vector<Transformer::MoeLayerLoad> take_moe_load() { return {}; }
   // Factor on the loss gradient of every backward (fp16 loss scaling); 1 by default.
   void set_loss_scale(float scale) { loss_scale_ = scale; }
 

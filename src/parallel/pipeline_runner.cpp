@@ -183,6 +183,7 @@ void PipelineRunner::set_numerics_probe(NumericsProbe* probe) {
 
 Status PipelineRunner::run_actions(Timeline& timeline) {
   backend_.fill_f64(loss_sum_.as<double>(), 1, 0.0);
+  take_moe_load();  // count this step's micro-batches only (not the evaluation's forwards)
   for (const PipeAction& a : actions_) {
     const Status s = run_action(a, timeline);
     if (!s.ok()) return Status(s.code(), "pipeline stage " + std::to_string(stage_) + ": " + s.message());
@@ -190,6 +191,28 @@ Status PipelineRunner::run_actions(Timeline& timeline) {
   TS_RETURN_IF_ERROR(wait_sends());
   TS_CHECK(in_flight_.empty()) << "pipeline schedule left micro-batches in flight";
   return Status::ok_status();
+}
+
+std::vector<Transformer::MoeLayerLoad> PipelineRunner::take_moe_load() {
+  std::vector<Transformer::MoeLayerLoad> merged;  // by layer: a chunk's slots hold the same layers
+  for (auto& chunk : models_)
+    for (auto& slot : chunk)
+      for (Transformer::MoeLayerLoad& l : slot->model->take_moe_load()) {
+        auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.layer == l.layer; });
+        if (it == merged.end()) {
+          merged.push_back(std::move(l));
+          continue;
+        }
+        for (size_t e = 0; e < l.tokens.size(); ++e) {
+          it->tokens[e] += l.tokens[e];
+          it->routed[e] += l.routed[e];
+        }
+        it->dropped += l.dropped;
+        it->entropy_sum += l.entropy_sum;
+        it->forwards += l.forwards;
+      }
+  std::sort(merged.begin(), merged.end(), [](const auto& a, const auto& b) { return a.layer < b.layer; });
+  return merged;
 }
 
 Result<double> PipelineRunner::step_loss() {

@@ -49,6 +49,7 @@ class PipelineRunner final : public MicroBatchRunner {
   Status replay(Timeline& timeline) override;
   void skip_batches() override;
   void set_numerics_probe(NumericsProbe* probe) override;
+  std::vector<Transformer::MoeLayerLoad> take_moe_load() override;
 
   const std::vector<PipeAction>& actions() const { return actions_; }
   // Activation slots (Transformer instances) of chunk c.

@@ -1,6 +1,8 @@
 // The activation buffers and the page size of the allocation replay (plan/memory_replay.h).
 #include "plan/memory_replay.h"
 
+#include <algorithm>
+
 #include <unistd.h>
 
 namespace tessera::memory_replay {
@@ -42,21 +44,39 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
                            N * d.FC, N * d.F,   // fch, fch_act
                            NS * C});            // residual3
   };
+  // A MoE layer's routing and expert activations (struct MoeActs order; kept under every
+  // recomputation mode), right after its own buffers. int32 counts as one float, int64 as two.
+  const int64_t E = c.moe_experts, K = c.moe_top_k, MF = c.d_ff, cap = c.moe_capacity(N);
+  const int64_t S = cap > 0 ? std::min(N * K, E * cap) : N * K;  // Transformer::moe_slots
+  auto moe_saved = [&](int layer) {
+    if (!c.is_moe_layer(layer)) return;
+    f.insert(f.end(), {N * E, N, N * K, N * K, N * K, 2 * N * K, E, E, 3,  // probs .. stats
+                       S * C, S * 2 * MF, S * MF, S * C});                  // xd h act y
+  };
+  const int first_layer = layout.first_layer();
   if (recompute == Recompute::full) {
     // Each layer keeps only its output (the next layer's input); the rest of one layer's tensors
     // are rebuilt in a shared set during backward.
-    for (int l = 0; l < layers; ++l) f.push_back(NS * C);
+    for (int l = 0; l < layers; ++l) {
+      f.push_back(NS * C);
+      moe_saved(first_layer + l);
+    }
     if (layers > 0) {
       layer_saved(f);
       f.pop_back();  // the shared set has no residual3
     }
   } else if (recompute == Recompute::selective) {
     // The attention output and its row statistics are recomputed from qkv: one shared set.
-    for (int l = 0; l < layers; ++l)
+    for (int l = 0; l < layers; ++l) {
       f.insert(f.end(), {NS * C, NS, NS, N * d.Q, NS * C, NS * C, NS, NS, N * d.FC, N * d.F, NS * C});
+      moe_saved(first_layer + l);
+    }
     if (layers > 0) f.insert(f.end(), {N * d.A, d.B * d.NH * d.T});
   } else {
-    for (int l = 0; l < layers; ++l) layer_saved(f);
+    for (int l = 0; l < layers; ++l) {
+      layer_saved(f);
+      moe_saved(first_layer + l);
+    }
   }
   if (last) {
     f.insert(f.end(), {NS * C, NS, NS, N * d.V, N});  // lnf, mean, rstd, logits, losses
@@ -66,6 +86,10 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
   }
   if (!first) f.push_back(N * C);  // input_grad
   f.insert(f.end(), {N * C, N * C, N * d.A, N * d.Q, N * d.FC, N * d.F});  // dresidual dln datty dqkv dfch dfch_act
+  bool any_moe = false;
+  for (int l = 0; l < layers; ++l) any_moe = any_moe || c.is_moe_layer(first_layer + l);
+  if (any_moe)  // moe_out, moe_dy, moe_dxd, moe_dh, moe_dact, moe_dtopk_w, moe_dlogits
+    f.insert(f.end(), {N * C, S * C, S * C, S * 2 * MF, S * MF, N * K, N * E});
   if (sp && layout.tp().size > 1) {
     f.push_back(N * C);                // full
     if (!first) f.push_back(N * C);    // stage_in

@@ -10,6 +10,7 @@
 #include "core/memory.h"
 #include "train/compression_checkpoint.h"
 #include "train/local_sgd_checkpoint.h"
+#include "train/moe_metrics.h"
 #include "train/preemption.h"
 #include "observe/progress.h"
 #include "observe/straggler_report.h"
@@ -39,7 +40,13 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, cons
   TS_ASSIGN_OR_RETURN(nlohmann::json mem, gather_memory_stats(step_stats_group(run)));
   // Every rank's compute / wait / data split of this step (straggler diagnosis).
   TS_ASSIGN_OR_RETURN(std::vector<RankStepTime> splits, gather_step_times(step_stats_group(run), split));
+  // A MoE model's expert load of this step, summed over the ranks (one more small all-gather).
+  std::vector<MoeLoadSummary> moe;
+  if (cfg.model.is_moe()) {
+    TS_ASSIGN_OR_RETURN(moe, gather_moe_load(step_stats_group(run), cfg.model, run.runner->take_moe_load()));
+  }
   if (!run.lead) return Status::ok_status();
+  for (const std::string& w : moe_collapse_warnings(moe, cfg.train.moe_warn_share, step)) log_warn(w);
   const double tok_s = run.tokens_per_step() / dt;
   const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();
   const double mfu = flops_per_step / dt / 1e9 / (run.peak_gflops * run.world.size());
@@ -48,6 +55,7 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, cons
   ev.mfu = mfu; ev.mem_mb = mem_mb(); ev.time_s = Timeline::now_s() - run.clock.run_start;
   ev.extra = {{"mem", std::move(mem)}};  // [per world rank] {"parameters": {"live", "peak"}, ..., "total": {...}}
   ev.extra["step_time"] = step_times_json(splits);  // [per world rank] {"compute_s", "wait_s", "data_s"}
+  if (!moe.empty()) ev.extra["moe"] = moe_load_json(moe);  // [per MoE layer] tokens per expert, dropped, entropy
   TS_RETURN_IF_ERROR(run.metrics->log_train(ev));
   if (!run.opts.quiet) {
     const double mean_dt = run.clock.timed_steps ? run.clock.timed_s / run.clock.timed_steps : dt;

@@ -12,9 +12,11 @@ NumericsFaultProbe::NumericsFaultProbe(Backend& backend, std::vector<Fault> faul
     : backend_(backend), faults_(std::move(faults)) {}
 
 void NumericsFaultProbe::after_op(const ProbePoint& at, float* out, int64_t n) {
+  const bool first_of_layer = micro_batch_ != last_micro_batch_ || at.layer != last_layer_ || at.pass != last_pass_;
+  last_micro_batch_ = micro_batch_, last_layer_ = at.layer, last_pass_ = at.pass;
   for (const Fault& f : faults_) {
     if (f.step != step_ || f.micro_batch != micro_batch_ || f.layer != at.layer || f.pass != at.pass) continue;
-    if (f.op.empty() ? at.index != 0 : f.op != at.op) continue;
+    if (f.op.empty() ? !first_of_layer : f.op != at.op) continue;
     if (f.kind == FaultKind::nan) backend_.fill(out, 1, std::numeric_limits<float>::quiet_NaN());
     else backend_.scale_inplace(out, n, static_cast<float>(f.factor));
     if (logged_++ == 0)

@@ -23,6 +23,10 @@ class NumericsFaultProbe final : public NumericsProbe {
   std::vector<Fault> faults_;
   int64_t step_ = 0;
   int micro_batch_ = 0;
+  // The (micro-batch, layer, pass) of the previous op: an op with another is its layer's first in
+  // that pass (layers differ in which ops they have: a MoE layer has no dense MLP).
+  int last_micro_batch_ = -1, last_layer_ = -2;
+  ModelPass last_pass_ = ModelPass::forward;
   int logged_ = 0;  // injections logged (a replay of the step injects again, silently)
 };
 

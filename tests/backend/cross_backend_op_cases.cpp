@@ -393,6 +393,70 @@ void case_scatter_add_rows(Backend& be, OpRun& r) {
   r.out(out);
 }
 
+// ---- mixture-of-experts routing ----
+namespace moe {
+constexpr int64_t N = 13, E = 5, K = 2, C = 6;
+}
+void case_moe_router_forward(Backend& be, OpRun& r) {
+  using namespace moe;
+  r.tol = kKernelTol;
+  auto logits = r.rand(N * E, -2.f, 2.f);
+  logits[3 * E + 1] = logits[3 * E + 4];  // a tie: the lower expert index wins
+  std::vector<float> probs(N * E), lse(N), w(N * K);
+  std::vector<int32_t> idx(N * K);
+  be.moe_router_forward(probs.data(), lse.data(), idx.data(), w.data(), logits.data(), N, E, K);
+  r.out(probs); r.out(lse); r.out(idx); r.out(w);
+}
+void case_moe_dispatch_plan(Backend& be, OpRun& r) {
+  using namespace moe;
+  auto idx = r.ints(N * K, 0, E);
+  for (int64_t n = 0; n < N; ++n)
+    if (idx[n * K] == idx[n * K + 1]) idx[n * K + 1] = (idx[n * K] + 1) % E;
+  std::vector<int64_t> slot_token(N * K, -7);
+  std::vector<int32_t> slot_of(N * K), counts(E), routed(E);
+  be.moe_dispatch_plan(slot_token.data(), slot_of.data(), counts.data(), routed.data(), idx.data(), N, E, K, 4);
+  r.out(slot_token); r.out(slot_of); r.out(counts); r.out(routed);
+}
+void case_moe_combine_forward(Backend& be, OpRun& r) {
+  using namespace moe;
+  auto y = r.rand(N * K * C), w = r.rand(N * K, 0.f, 1.f), out = r.rand(N * C);
+  std::vector<int32_t> slot_of(N * K);
+  for (int64_t i = 0; i < N * K; ++i) slot_of[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7) % (N * K));
+  be.moe_combine_forward(out.data(), y.data(), slot_of.data(), w.data(), N, K, C);
+  r.out(out);
+}
+void case_moe_combine_backward(Backend& be, OpRun& r) {
+  using namespace moe;
+  r.tol = kKernelTol;
+  auto y = r.rand(N * K * C), w = r.rand(N * K, 0.f, 1.f), dout = r.rand(N * C), dy = r.rand(N * K * C),
+       dw = r.rand(N * K);
+  std::vector<int32_t> slot_of(N * K);
+  for (int64_t i = 0; i < N * K; ++i) slot_of[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7) % (N * K));
+  be.moe_combine_backward(dy.data(), dw.data(), dout.data(), y.data(), slot_of.data(), w.data(), N, K, C);
+  r.out(dy); r.out(dw);
+}
+void case_moe_router_stats(Backend& be, OpRun& r) {
+  using namespace moe;
+  r.tol = kKernelTol;
+  auto probs = r.rand(N * E, 0.f, 1.f), lse = r.rand(N, -1.f, 3.f);
+  auto routed = r.ints(E, 0, 2 * N);
+  std::vector<float> stats(3);
+  be.moe_router_stats(stats.data(), probs.data(), lse.data(), routed.data(), N, E);
+  r.out(stats);
+}
+void case_moe_router_backward(Backend& be, OpRun& r) {
+  using namespace moe;
+  r.tol = kKernelTol;
+  auto logits = r.rand(N * E, -2.f, 2.f), dw = r.rand(N * K), dl = r.rand(N * E);
+  std::vector<float> probs(N * E), lse(N), w(N * K);
+  std::vector<int32_t> idx(N * K);
+  be.moe_router_forward(probs.data(), lse.data(), idx.data(), w.data(), logits.data(), N, E, K);
+  auto routed = r.ints(E, 0, 2 * N);
+  be.moe_router_backward(dl.data(), dw.data(), probs.data(), lse.data(), idx.data(), w.data(), routed.data(), N, E, K,
+                         0.01f, 0.001f, 0.5f);
+  r.out(dl);
+}
+
 // ---- gradient compression ----
 void case_topk_select(Backend& be, OpRun& r) {
   auto m = r.rand(300);

@@ -133,5 +133,25 @@ TEST(HfConfig, FirstDifferenceNamesTheField) {
   EXPECT_EQ(first_model_difference(a, b), "");
 }
 
+TEST(HfConfig, MoeModelsAreMixtralConfigs) {
+  ModelConfig c = preset("tiny-moe");
+  c.moe_shared_expert = true;
+  c.moe_every = 2;
+  c.moe_capacity_factor = 1.25f;
+  auto j = hf_config_json(c, {});
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["model_type"], "mixtral");
+  EXPECT_EQ((*j)["architectures"], json({"MixtralForCausalLM"}));
+  EXPECT_EQ((*j)["num_local_experts"], 4);
+  EXPECT_EQ((*j)["num_experts_per_tok"], 2);
+  EXPECT_EQ((*j)["intermediate_size"], 96);  // each expert's width
+  auto back = model_config_from_hf_json(json::parse(j->dump()), "config.json");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(first_model_difference(c, *back), "");
+  EXPECT_EQ(back->moe_capacity_factor, 1.25f);
+  ModelConfig dense = preset("tiny-llama");
+  EXPECT_NE(first_model_difference(c, dense), "");
+}
+
 }  // namespace
 }  // namespace tessera

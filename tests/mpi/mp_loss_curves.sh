@@ -11,6 +11,7 @@
 # A layout job also checks that its dp replicas stay bitwise identical (--verify-replicas), and its
 # final checkpoint must export (tessera export: unsharded tensors, Hugging Face names) the same
 # safetensors as the reference's, every tensor within the weights tolerance of its largest magnitude.
+# A MoE model must also log the same expert load per step (moe_load_compare.py).
 # A label ending in "_resumed" stops after 10 steps and continues with --resume (same curve expected).
 # An override from=<label> (of an earlier "_resumed" job) re-shards instead: this job starts from that
 # job's step-10 checkpoint and metrics and trains steps 11-20 in its own layout (any dp/tp/pp/zero).
@@ -66,6 +67,8 @@ for spec in "$@"; do
 done
 /usr/bin/python3 "$(dirname "$0")/dp_compare_losses.py" --steps 20 --tolerance "$loss_tol" \
   --grad-norm-tolerance "$grad_tol" ${grad_from:+--grad-norm-reference "$grad_from"} --val $runs
+# A mixture-of-experts model: the same expert load (tokens per expert, dropped) in every layout.
+/usr/bin/python3 "$(dirname "$0")/moe_load_compare.py" $runs
 "$tessera" export --run "$work/reference" --out "$work/reference.safetensors" >/dev/null
 for spec in "$@"; do
   label=${spec%%=*}

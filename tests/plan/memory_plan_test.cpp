@@ -101,6 +101,28 @@ TEST(MemoryPlan, ActivationFormulaIsWhatTheTransformerAllocates) {
   }
 }
 
+// Mixture of experts (tp 1 only): routing and expert buffers per MoE layer, dropless and with a
+// capacity, MoE every other layer with a shared expert, over pipeline stages and recomputation.
+TEST(MemoryPlan, ActivationFormulaCountsTheExperts) {
+  for (int variant = 0; variant < 2; ++variant) {
+    ModelConfig mc = model_preset("tiny-moe").value();
+    mc.n_layer = 4;
+    if (variant == 1) {
+      mc.moe_every = 2;
+      mc.moe_shared_expert = true;
+      mc.moe_capacity_factor = 0.5f;
+    }
+    for (auto [first, last] : {std::pair{0, 4}, std::pair{1, 3}, std::pair{2, 4}})
+      for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+        ParamStore store(ParamLayout(mc, first, last));
+        Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32, rc);
+        EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
+                  transformer_activation_bytes(mc, store.layout(), 2, 32, false, rc))
+            << "variant " << variant << " layers [" << first << "," << last << ") " << recompute_name(rc);
+      }
+  }
+}
+
 TEST(MemoryPlan, DataParallelPlanEqualsTheAllocatorsCounters) {
   const RunConfig cfg = config();
   const MemoryPlan p = plan(cfg, 1);

@@ -46,6 +46,7 @@ const std::vector<Case>& cases() {
       {{"train.on_anomaly=skip_step", "comm.compression=topk"},
        "train.on_anomaly = \"skip_step\" with comm.compression = \"topk\""},
       {{"train.on_anomaly=rollback"}, "train.on_anomaly = \"rollback\" with train.checkpoint_interval = 0"},
+      {{"model.preset=tiny-moe", "parallel.tp=2"}, "model.moe_experts = 4 with parallel.tp = 2"},
       {{"comm.compression=bf16", "train.local_steps=2"}, "comm.compression = \"bf16\" with train.local_steps = 2"},
   };
   return c;
@@ -88,7 +89,8 @@ TEST(Refusals, SupportedNeighboursAreNotRefused) {
            {"parallel.mode=ps", "parallel.tp=2", "parallel.pp=2"},
            {"comm.compression=bf16", "parallel.zero=2"},
            {"comm.compression=bf16", "train.precision=fp16"},
-           {"train.local_steps=4", "parallel.tp=2"}})
+           {"train.local_steps=4", "parallel.tp=2"},
+           {"model.preset=tiny-moe", "parallel.pp=2", "parallel.zero=1"}})
     EXPECT_EQ(first_refusal(config(o)), nullptr) << check_refusals(config(o)).to_string();
 }
 

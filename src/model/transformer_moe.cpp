@@ -1,0 +1,208 @@
+// The mixture-of-experts MLP branch of the Transformer: a softmax top-k router in f32, dispatch by
+// gathering each expert's rows into one contiguous block, one SwiGLU matmul pair per expert over the
+// rows it received, and a weighted scatter back (Mixtral's layer, computed as grouped matmuls).
+// Tensor and sequence parallelism are refused with MoE (validate_tensor_parallel), so every buffer
+// here has all N rows and no hook is called.
+#include <algorithm>
+#include <numeric>
+
+#include "core/log.h"
+#include "model/transformer.h"
+#include "model/transformer_state.h"
+
+namespace tessera {
+
+int64_t Transformer::moe_slots() const {
+  const int64_t N = B_ * T_, K = cfg_.moe_top_k, cap = cfg_.moe_capacity(N);
+  return cap > 0 ? std::min(N * K, cfg_.moe_experts * cap) : N * K;
+}
+
+void Transformer::allocate_moe_layer(MoeActs& m) {
+  const int64_t N = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff, E = cfg_.moe_experts, K = cfg_.moe_top_k;
+  const int64_t S = moe_slots();
+  Acts& a = *acts_;
+  auto buffer = [&](int64_t bytes) {
+    Buffer b = be_.allocate(static_cast<size_t>(bytes), MemCategory::activations);
+    a.bytes += b.bytes();
+    return b;
+  };
+  const int64_t f = sizeof(float), i32 = sizeof(int32_t);
+  m.probs = buffer(N * E * f);
+  m.lse = buffer(N * f);
+  m.topk_idx = buffer(N * K * i32);
+  m.topk_w = buffer(N * K * f);
+  m.slot_of = buffer(N * K * i32);
+  m.slot_token = buffer(N * K * static_cast<int64_t>(sizeof(int64_t)));
+  m.counts = buffer(E * i32);
+  m.routed = buffer(E * i32);
+  m.stats = buffer(3 * f);
+  m.xd = buffer(S * C * f);
+  m.h = buffer(S * 2 * F * f);
+  m.act = buffer(S * F * f);
+  m.y = buffer(S * C * f);
+  m.host_counts.assign(static_cast<size_t>(E), 0);
+}
+
+namespace {
+// The experts' linear layers at the model's precision (as transformer_passes.cpp; no biases).
+void linear_forward_p(Backend& be, Precision p, float* out, const float* inp, const float* weight, int64_t n,
+                      int64_t C, int64_t OC) {
+  if (p == Precision::fp32) be.matmul_forward(out, inp, weight, nullptr, n, C, OC);
+  else be.matmul_forward_lowp(p, out, inp, weight, nullptr, n, C, OC);
+}
+void linear_backward_p(Backend& be, Precision p, float* dinp, float* dweight, const float* dout, const float* inp,
+                       const float* weight, int64_t n, int64_t C, int64_t OC) {
+  if (p == Precision::fp32) be.matmul_backward(dinp, dweight, nullptr, dout, inp, weight, n, C, OC);
+  else be.matmul_backward_lowp(p, dinp, dweight, nullptr, dout, inp, weight, n, C, OC);
+}
+// Calls fn(e, first slot, rows) for every expert that received rows.
+template <class Fn>
+void for_each_expert(const std::vector<int32_t>& counts, Fn fn) {
+  int64_t first = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    if (counts[e] > 0) fn(static_cast<int64_t>(e), first, static_cast<int64_t>(counts[e]));
+    first += counts[e];
+  }
+}
+}  // namespace
+
+void Transformer::moe_forward(int l, const float* x, float* out) {
+  const int64_t N = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff, E = cfg_.moe_experts, K = cfg_.moe_top_k;
+  MoeActs& m = acts_->layers[l - first_].moe;
+  const TensorPtrs& p = w_->p[l - first_];
+  OpProfile& prof = profile_;
+  float* probs = m.probs.as<float>();
+  auto* idx = m.topk_idx.as<int32_t>();
+  auto* slot_of = m.slot_of.as<int32_t>();
+  auto* slot_token = m.slot_token.as<int64_t>();
+  float *w = m.topk_w.as<float>(), *xd = m.xd.as<float>(), *h = m.h.as<float>(), *act = m.act.as<float>();
+  float* y = m.y.as<float>();
+  // The router stays f32 whatever the model's precision: a rounded logit can flip a top-k choice.
+  profiled(prof, OpGroup::matmul, [&] { be_.matmul_forward(probs, x, p.gate_w, nullptr, N, C, E); });
+  profiled(prof, OpGroup::activation, [&] {
+    be_.moe_router_forward(probs, m.lse.as<float>(), idx, w, probs, N, E, K);
+    be_.moe_dispatch_plan(slot_token, slot_of, m.counts.as<int32_t>(), m.routed.as<int32_t>(), idx, N, E, K,
+                          cfg_.moe_capacity(N));
+    be_.moe_router_stats(m.stats.as<float>(), probs, m.lse.as<float>(), m.routed.as<int32_t>(), N, E);
+  });
+  // The expert sizes cross to the host: they size the matmuls below (and backward's).
+  be_.copy_to_host(m.host_counts.data(), m.counts.as<int32_t>(), static_cast<size_t>(E) * sizeof(int32_t));
+  const int64_t S = std::accumulate(m.host_counts.begin(), m.host_counts.end(), int64_t{0});
+  record_moe_load(l, m);
+  TS_CHECK(S <= moe_slots()) << "MoE layer " << l << ": " << S << " slots exceed the " << moe_slots() << " allocated";
+  profiled(prof, OpGroup::embedding, [&] { be_.gather_rows(xd, x, slot_token, S, C); });
+  for_each_expert(m.host_counts, [&](int64_t e, int64_t s, int64_t n) {
+    const float* fc_w = p.moe_fc_w + e * 2 * F * C;  // (2F, C) [gate | up]
+    const float* proj_w = p.moe_proj_w + e * C * F;  // (C, F)
+    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, h + s * 2 * F, xd + s * C, fc_w, n, C, 2 * F); });
+    profiled(prof, OpGroup::activation, [&] { be_.swiglu_forward(act + s * F, h + s * 2 * F, n, F); });
+    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, y + s * C, act + s * F, proj_w, n, F, C); });
+  });
+  profiled(prof, OpGroup::residual, [&] { be_.moe_combine_forward(out, y, slot_of, w, N, K, C); });
+}
+
+void Transformer::moe_backward(int l, const float* x, const float* dout, float* dx, float scale) {
+  const int64_t N = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff, E = cfg_.moe_experts, K = cfg_.moe_top_k;
+  MoeActs& m = acts_->layers[l - first_].moe;
+  const TensorPtrs& p = w_->p[l - first_];
+  const TensorPtrs& g = w_->g[l - first_];
+  Acts& a = *acts_;
+  OpProfile& prof = profile_;
+  const int64_t S = std::accumulate(m.host_counts.begin(), m.host_counts.end(), int64_t{0});
+  float *dy = a.moe_dy.as<float>(), *dxd = a.moe_dxd.as<float>(), *dh = a.moe_dh.as<float>();
+  float *dact = a.moe_dact.as<float>(), *dtopk_w = a.moe_dtopk_w.as<float>(), *dlogits = a.moe_dlogits.as<float>();
+  const float *xd = m.xd.as<float>(), *h = m.h.as<float>(), *act = m.act.as<float>(), *y = m.y.as<float>();
+  be_.fill(dy, S * C, 0.f);
+  be_.fill(dtopk_w, N * K, 0.f);
+  profiled(prof, OpGroup::residual, [&] {
+    be_.moe_combine_backward(dy, dtopk_w, dout, y, m.slot_of.as<int32_t>(), m.topk_w.as<float>(), N, K, C);
+  });
+  be_.fill(dact, S * F, 0.f);
+  be_.fill(dh, S * 2 * F, 0.f);
+  be_.fill(dxd, S * C, 0.f);
+  for_each_expert(m.host_counts, [&](int64_t e, int64_t s, int64_t n) {
+    const float* fc_w = p.moe_fc_w + e * 2 * F * C;
+    const float* proj_w = p.moe_proj_w + e * C * F;
+    float* dfc_w = g.moe_fc_w + e * 2 * F * C;
+    float* dproj_w = g.moe_proj_w + e * C * F;
+    profiled(prof, OpGroup::matmul, [&] {
+      linear_backward_p(be_, precision_, dact + s * F, dproj_w, dy + s * C, act + s * F, proj_w, n, F, C);
+    });
+    profiled(prof, OpGroup::activation, [&] { be_.swiglu_backward(dh + s * 2 * F, dact + s * F, h + s * 2 * F, n, F); });
+    profiled(prof, OpGroup::matmul, [&] {
+      linear_backward_p(be_, precision_, dxd + s * C, dfc_w, dh + s * 2 * F, xd + s * C, fc_w, n, C, 2 * F);
+    });
+  });
+  profiled(prof, OpGroup::embedding, [&] { be_.scatter_add_rows(dx, m.slot_token.as<int64_t>(), dxd, S, C); });
+  be_.fill(dlogits, N * E, 0.f);
+  profiled(prof, OpGroup::activation, [&] {
+    be_.moe_router_backward(dlogits, dtopk_w, m.probs.as<float>(), m.lse.as<float>(), m.topk_idx.as<int32_t>(),
+                            m.topk_w.as<float>(), m.routed.as<int32_t>(), N, E, K, cfg_.moe_aux_loss, cfg_.moe_z_loss,
+                            scale);
+  });
+  profiled(prof, OpGroup::matmul, [&] { be_.matmul_backward(dx, g.gate_w, nullptr, dlogits, x, p.gate_w, N, C, E); });
+}
+
+void Transformer::record_moe_load(int l, const MoeActs& m) {
+  const int64_t E = cfg_.moe_experts, N = B_ * T_, K = cfg_.moe_top_k;
+  if (moe_load_.empty())
+    for (int i = first_; i < last_; ++i)
+      if (cfg_.is_moe_layer(i)) {
+        MoeLayerLoad z;
+        z.layer = i;
+        z.tokens.assign(static_cast<size_t>(E), 0);
+        z.routed.assign(static_cast<size_t>(E), 0);
+        moe_load_.push_back(std::move(z));
+      }
+  auto it = std::find_if(moe_load_.begin(), moe_load_.end(), [l](const MoeLayerLoad& x) { return x.layer == l; });
+  TS_CHECK(it != moe_load_.end()) << "no load record for MoE layer " << l;
+  std::vector<int32_t> routed(static_cast<size_t>(E));
+  float stats[3];
+  be_.copy_to_host(routed.data(), m.routed.as<int32_t>(), routed.size() * sizeof(int32_t));
+  be_.copy_to_host(stats, m.stats.as<float>(), sizeof stats);
+  int64_t kept = 0;
+  for (size_t e = 0; e < routed.size(); ++e) {
+    it->tokens[e] += m.host_counts[e];
+    it->routed[e] += routed[e];
+    kept += m.host_counts[e];
+  }
+  it->dropped += N * K - kept;
+  it->entropy_sum += stats[2];
+  ++it->forwards;
+}
+
+std::vector<Transformer::MoeLayerLoad> Transformer::take_moe_load() {
+  std::vector<MoeLayerLoad> out = std::move(moe_load_);
+  moe_load_.clear();
+  return out;
+}
+
+std::vector<Transformer::MoeLayerStats> Transformer::moe_layer_stats() const {
+  std::vector<MoeLayerStats> out;
+  const int64_t N = B_ * T_, K = cfg_.moe_top_k;
+  for (int l = first_; l < last_; ++l) {
+    if (!cfg_.is_moe_layer(l)) continue;
+    const MoeActs& m = acts_->layers[l - first_].moe;
+    MoeLayerStats st;
+    st.layer = l;
+    st.tokens = m.host_counts;
+    st.routed = N * K;
+    st.dropped = st.routed - std::accumulate(m.host_counts.begin(), m.host_counts.end(), int64_t{0});
+    float stats[3];
+    be_.copy_to_host(stats, m.stats.as<float>(), sizeof stats);
+    st.load_balance = stats[0];
+    st.z = stats[1];
+    st.entropy = stats[2];
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+double Transformer::moe_objective() const {
+  double sum = 0;
+  for (const MoeLayerStats& st : moe_layer_stats())
+    sum += static_cast<double>(cfg_.moe_aux_loss) * st.load_balance + static_cast<double>(cfg_.moe_z_loss) * st.z;
+  return sum;
+}
+
+}  // namespace tessera
