@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/memory.h"
 #include "plan/memory_plan.h"
+#include "plan/step_time_json.h"
 #include "config/run_config.h"
 
 namespace tessera::cli {

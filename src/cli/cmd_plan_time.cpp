@@ -13,21 +13,9 @@
 #include "plan/calibrate.h"
 #include "plan/layout_search.h"
 #include "plan/memory_plan.h"
+#include "plan/step_time_json.h"
 
 namespace tessera::cli {
-
-nlohmann::json step_time_json(const StepTimePrediction& p) {
-  const StepTimeBreakdown& b = p.breakdown;
-  return {{"step_s", p.step_s},
-          {"tokens_per_s", p.tokens_per_s},
-          {"tokens_per_step", p.tokens_per_step},
-          {"flops_per_device", p.flops_per_device},
-          {"mfu", p.mfu},
-          {"breakdown",
-           {{"compute_s", b.compute_s}, {"recompute_s", b.recompute_s}, {"bubble_s", b.bubble_s},
-            {"tp_comm_s", b.tp_s}, {"pp_comm_s", b.pp_s}, {"dp_comm_s", b.dp_s}, {"dp_comm_total_s", b.dp_total_s},
-            {"optimizer_s", b.optimizer_s}, {"other_s", b.other_s}}}};
-}
 
 void print_step_time(const StepTimePrediction& p, const HardwareSpec& hw) {
   const StepTimeBreakdown& b = p.breakdown;
@@ -42,16 +30,6 @@ void print_step_time(const StepTimePrediction& p, const HardwareSpec& hw) {
   std::printf("  dp comm     %10.4g s %5.1f%%  (exposed of %.4g s)\n", b.dp_s, pct(b.dp_s), b.dp_total_s);
   std::printf("  optimizer   %10.4g s %5.1f%%\n", b.optimizer_s, pct(b.optimizer_s));
   std::printf("  other       %10.4g s %5.1f%%\n", b.other_s, pct(b.other_s));
-}
-
-// "dp=2 tp=2 pp=1 zero=1 mb=4 recompute=none" (+ the schedule at pp > 1, "sp" with sequence parallelism).
-std::string short_layout(const RunConfig& c) {
-  const ParallelConfig& p = c.parallel;
-  std::string s = "dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp);
-  if (p.pp > 1) s += " " + std::string(pipeline_schedule_name(p.schedule)) + (p.virtual_stages > 1 ? "x" + std::to_string(p.virtual_stages) : "");
-  if (p.sequence_parallel) s += " sp";
-  return s + " zero=" + std::to_string(p.zero) + " mb=" + std::to_string(c.train.micro_batch) +
-         " recompute=" + std::string(recompute_name(c.train.recompute));
 }
 
 int run_plan_search(const RunConfig& cfg, int world, const HardwareSpec& hw, bool json, int top) {
@@ -96,7 +74,7 @@ int run_plan_search(const RunConfig& cfg, int world, const HardwareSpec& hw, boo
     const StepTimeBreakdown& b = c.time.breakdown;
     std::printf("%4zu %10.4g %12.4g %8.3g %8.3g %8.3g %8.3g %8.1f %10s  %s\n", i + 1, c.time.step_s,
                 c.time.tokens_per_s, b.compute_s, b.bubble_s, b.tp_s + b.pp_s + b.dp_s, b.optimizer_s,
-                100 * c.time.mfu, format_mib(c.peak_bytes).c_str(), short_layout(c.cfg).c_str());
+                100 * c.time.mfu, format_mib(c.peak_bytes).c_str(), short_layout_name(c.cfg).c_str());
   }
   if (n < s.ranked.size()) std::printf("(%zu more; --top 0 lists all)\n", s.ranked.size() - n);
   std::printf("best: %s\n", s.ranked.front().overrides.c_str());

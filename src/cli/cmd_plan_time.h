@@ -3,16 +3,12 @@
 #pragma once
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "config/run_config.h"
 #include "plan/hardware.h"
 #include "plan/step_time_model.h"
 
 namespace tessera::cli {
 
-// {"step_s", "tokens_per_s", "flops_per_device", "mfu", "breakdown": {...}} (seconds).
-nlohmann::json step_time_json(const StepTimePrediction& p);
 void print_step_time(const StepTimePrediction& p, const HardwareSpec& hw);
 // Ranked layouts: a table of the best `top` (all with top <= 0), or JSON ({"candidates": [...]}).
 int run_plan_search(const RunConfig& cfg, int world, const HardwareSpec& hw, bool json, int top);

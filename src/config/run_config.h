@@ -49,6 +49,9 @@ struct TrainConfig {
   double memory_budget_mb = 0;      // per-rank budget checked before launch; 0 = no limit
   bool async_checkpoint = false;    // write checkpoints in the background (train/async_checkpoint.h)
   bool sample_ledger = false;       // record which step and rank consumed each sample (data/sample_ledger.h)
+  // Hardware description (TOML, plan/hardware.h) for the step-time prediction each run prints and for
+  // parallel.layout = "auto"; "" = measure this machine briefly at start (plan/calibrate.h).
+  std::string hardware;
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,
@@ -84,6 +87,9 @@ struct ParallelConfig {
   int virtual_stages = 1;             // model chunks per pipeline rank (interleaved: >= 2)
   std::vector<int64_t> stage_layers;  // layers per virtual stage, pp * virtual_stages entries; empty = balance
   bool sequence_parallel = false;     // shard the norm/dropout activations over tp along the sequence
+  // "manual": the keys above; "auto": the layout `tessera plan --search` ranks fastest on this many
+  // ranks (train.hardware), keeping train.batch_tokens (train/auto_layout.h).
+  std::string layout = "manual";
 };
 
 // [comm]: compression of the data-parallel gradient exchange (parallel/compression.h).

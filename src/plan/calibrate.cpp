@@ -48,12 +48,15 @@ double matmul_rate(int64_t s, int reps) {
 
 }  // namespace
 
-HardwareSpec calibrate_device(const CalibrationOptions& o, int ranks_per_node) {
+HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node) {
+  CalibrationOptions o = options;
+  if (o.quick) o.reps = 2;
   HardwareSpec h;
   h.source = "measured by tessera plan --calibrate";
   // The peak is the best rate seen, square sgemm or any model-like shape, so efficiencies stay <= 1
   // (on a busy machine one timing can be low; best-of over reps keeps the undisturbed ones).
-  const std::vector<int64_t> sizes = {16, 32, 64, 128, 256, 512, 1024};
+  const std::vector<int64_t> sizes =
+      o.quick ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024};
   std::vector<double> rates;
   for (int64_t s : sizes) rates.push_back(matmul_rate(s, o.reps));
   h.peak_flops_fp32 = std::max(ops::measure_sgemm_peak_gflops(1024, o.reps) * 1e9,
@@ -99,9 +102,9 @@ Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& worl
     // Least squares of t = a + b n over sizes, then alpha = a / 2(g-1), bandwidth = 2(g-1)/g / b.
     std::vector<double> xs, ts;
     std::vector<float> buf(4 << 20, 1.f);  // 16 MiB
-    for (int64_t n = 1; n <= (4 << 20); n *= 4) {
+    for (int64_t n = 1; n <= (4 << 20); n *= o.quick ? 64 : 4) {
       double best = 1e30;
-      for (int r = 0; r < o.reps + 1; ++r) {
+      for (int r = 0; r < (o.quick ? 2 : o.reps) + 1; ++r) {
         TS_RETURN_IF_ERROR(group->barrier());
         const auto t0 = std::chrono::steady_clock::now();
         TS_RETURN_IF_ERROR(group->all_reduce(buf.data(), buf.data(), n, DType::f32));

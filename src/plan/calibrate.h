@@ -15,6 +15,8 @@ namespace tessera {
 
 struct CalibrationOptions {
   int reps = 10;  // timings per point (the best is kept: a loaded machine only ever slows a run)
+  // The trainer's measurement at start (~0.1 s): matmuls up to 256 wide, 3 message sizes, 2 reps.
+  bool quick = false;
 };
 
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_

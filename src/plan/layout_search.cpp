@@ -18,6 +18,17 @@ std::vector<int64_t> divisors(int64_t k) {
 
 }  // namespace
 
+std::string short_layout_name(const RunConfig& c) {
+  const ParallelConfig& p = c.parallel;
+  std::string s = "dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp);
+  if (p.pp > 1)
+    s += " " + std::string(pipeline_schedule_name(p.schedule)) +
+         (p.virtual_stages > 1 ? "x" + std::to_string(p.virtual_stages) : "");
+  if (p.sequence_parallel) s += " sp";
+  return s + " zero=" + std::to_string(p.zero) + " mb=" + std::to_string(c.train.micro_batch) +
+         " recompute=" + std::string(recompute_name(c.train.recompute));
+}
+
 std::vector<std::string> layout_overrides(const RunConfig& c) {
   const ParallelConfig& p = c.parallel;
   return {"parallel.dp=" + std::to_string(p.dp),

@@ -32,6 +32,9 @@ struct LayoutSearch {
 // Error when no layout is valid or none fits (the message says which budget and the smallest peak).
 Result<LayoutSearch> search_layouts(const RunConfig& base, int world_size, const HardwareSpec& hw);
 
+// "dp=2 tp=2 pp=1 zero=1 mb=4 recompute=none" (+ the schedule at pp > 1, "sp" with sequence parallelism).
+std::string short_layout_name(const RunConfig& cfg);
+
 // The config keys a candidate sets, "key=value" each (what `overrides` joins).
 std::vector<std::string> layout_overrides(const RunConfig& cfg);
 

@@ -15,6 +15,7 @@
 #include "observe/straggler_report.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
+#include "train/step_time_report.h"
 
 namespace tessera {
 namespace {
@@ -257,6 +258,19 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
                 s.stop_signal ? "stopped early (preempted)" : "done", (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
                 100 * s.exposed_comm_fraction, mib_per_step(run.grid->dp(), c.dp_traffic_at_start),
                 mp_traffic.c_str());
+  if (run.prediction && c.timed_steps > 0) {  // predicted vs measured (train/step_time_report.h)
+    const double n = static_cast<double>(c.timed_steps);
+    const MeasuredStep m{c.timed_s / n, c.comm_wait_s / n, c.loader_wait_s / n, c.timed_steps};
+    s.predicted_step_s = run.prediction->step_s;
+    s.measured_step_s = m.step_s;
+    if (run.lead) {
+      if (!run.opts.json_summary) std::printf("%s\n", predicted_vs_measured_line(*run.prediction, m).c_str());
+      nlohmann::json j = predicted_vs_measured_json(*run.prediction, m);
+      j["event"] = "step_time_vs_predicted";
+      j["hardware"] = run.hardware_name;
+      TS_RETURN_IF_ERROR(run.metrics->write(j));
+    }
+  }
   TS_RETURN_IF_ERROR(report_stragglers(run));
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));

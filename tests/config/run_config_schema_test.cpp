@@ -55,6 +55,7 @@ precision = "bf16"
 memory_budget_mb = 1536.5
 async_checkpoint = true
 sample_ledger = true
+hardware = "hw.toml"
 
 [optim]
 lr = 0.001
@@ -79,6 +80,7 @@ virtual_stages = 3
 zero = 2
 stage_layers = [1, 2]
 sequence_parallel = true
+layout = "auto"
 mode = "ps"
 
 [ps]
