@@ -30,6 +30,7 @@ struct PlanArgs {
   bool search = false;
   int top = 20;
   bool calibrate = false;
+  bool quick = false;                 // --calibrate --quick: the trainer's brief measurement
   std::string out;                   // --calibrate: where to write (default stdout)
   std::string name = "this-machine";  // --calibrate: the file's name field
 };
@@ -86,7 +87,7 @@ std::string chunks_of(const RankMemoryPlan& r) {
 int print_memory(const RunConfig& c, const MemoryPlan& p, int world);
 
 int run_plan(const PlanArgs& a) {
-  if (a.calibrate) return run_plan_calibrate(a.out, a.name);
+  if (a.calibrate) return run_plan_calibrate(a.out, a.name, a.quick);
   if (a.config.empty())
     return fail("tessera plan needs --config FILE.toml (the run to plan), unless it is --calibrate");
   HardwareSpec hw;
@@ -242,6 +243,7 @@ Runner add_plan(CLI::App& app) {
   c->add_flag("--calibrate", a->calibrate,
               "Measure this machine (GEMM, attention, memory, op overhead; all-reduce per group size under mpirun) "
               "and write a hardware file");
+  c->add_flag("--quick", a->quick, "--calibrate: measure briefly (~0.1 s; as `tessera train` does at start)");
   c->add_option("--out", a->out, "--calibrate: the file to write (default: print it)");
   c->add_option("--name", a->name, "--calibrate: the name written into the file");
   return [a] { return run_plan(*a); };

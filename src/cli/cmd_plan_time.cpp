@@ -81,12 +81,13 @@ int run_plan_search(const RunConfig& cfg, int world, const HardwareSpec& hw, boo
   return 0;
 }
 
-int run_plan_calibrate(const std::string& out, const std::string& name) {
+int run_plan_calibrate(const std::string& out, const std::string& name, bool quick) {
   MpiRuntime mpi;
   auto world = MpiCommunicator::create_world();
   if (!world.ok()) return fail(world.status());
   omp_set_num_threads(1);  // one rank = one core with train.threads = 1 (the device the file describes)
   CalibrationOptions o;
+  o.quick = quick;
   HardwareSpec h = calibrate_device(o, mpi.ranks_on_this_node());
   h.name = name;
   // Not measurable here: a single-node machine's "network" is its intra-node link; overlap on a CPU
