@@ -100,13 +100,26 @@ int run_plan(const PlanArgs& a) {
     if (a.hardware.empty())
       return fail("--search ranks layouts by predicted step time and needs --hardware FILE.toml: use one of "
                   "configs/hardware/, or measure this machine with tessera plan --calibrate --out FILE.toml");
-    // The layout keys are the search's: start from one replica per rank, dp filling --ranks.
+    // The layout keys are the search's: load one replica of micro-batch 1 (any global batch that is a
+    // multiple of data.seq_len loads); the search keeps train.batch_tokens, or, where the config leaves
+    // it to be derived, micro_batch x seq_len x N (one micro-step of the config's micro-batch per rank).
+    const int world = a.ranks > 0 ? a.ranks : 1;
     std::vector<std::string> o = a.overrides;
-    for (const char* k : {"parallel.tp=1", "parallel.pp=1", "parallel.dp=0", "parallel.virtual_stages=1",
+    for (const char* k : {"parallel.tp=1", "parallel.pp=1", "parallel.dp=1", "parallel.virtual_stages=1",
                           "parallel.schedule=1f1b", "parallel.sequence_parallel=false"})
       o.push_back(k);
-    const int world = a.ranks > 0 ? a.ranks : 1;
-    auto base = load_run_config_for_world(a.config, o, world);
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> all = o;
+      all.insert(all.end(), extra.begin(), extra.end());
+      return load_run_config_for_world(a.config, all, 1);
+    };
+    auto own = with({});  // the config's micro-batch
+    auto one = with({"train.micro_batch=1"}), two = with({"train.micro_batch=2"});
+    if (!one.ok()) return fail(one.status());
+    int64_t batch = one->train.batch_tokens;
+    if (two.ok() && two->train.batch_tokens != batch)  // derived from the micro-batch: not set
+      batch = (own.ok() ? own->train.micro_batch : 1) * one->data.seq_len * world;
+    auto base = with({"train.micro_batch=1", "train.batch_tokens=" + std::to_string(batch)});
     if (!base.ok()) return fail(base.status());
     base->parallel.stage_layers.clear();
     return run_plan_search(*base, world, hw, a.json, a.top);
