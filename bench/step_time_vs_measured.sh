@@ -10,8 +10,8 @@
 # The model: tiny widened to 4 layers of width 128 (0.9M parameters; byte-level KJV), micro-batch 4 x 64.
 # Ranks beyond the cores (the 4-rank layouts on 2 cores) share cores, which the model does not know.
 # Usage: bench/step_time_vs_measured.sh [build_dir] [steps]
-#   (env: TARGET=0.15 relative error allowed; ONLY=label,label; HARDWARE=file to skip calibrating;
-#    TIMEOUT=300 per run)
+#   (env: TARGET=0.15 relative error allowed; ONLY=label,label; HARDWARE=file to skip calibrating, or
+#    HARDWARE=start for each run's own brief measurement at start (no train.hardware); TIMEOUT=300 per run)
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 STEPS=${2:-12}
@@ -23,12 +23,15 @@ CONFIG=$HERE/tests/configs/tiny.toml
 MPI=(mpirun --allow-run-as-root --oversubscribe)
 echo "load before: $(uptime)"
 HW=${HARDWARE:-$TMP/hardware.toml}
+HW_KEY=train.hardware=$HW
 if [[ -z ${HARDWARE:-} ]]; then
   "${MPI[@]}" -np 2 "$TESSERA" plan --calibrate --name this-machine --out "$HW"
+elif [[ $HARDWARE == start ]]; then
+  HW_KEY= HW=/dev/null
 fi
 
 BASE="model.n_layer=4 model.d_model=128 model.d_ff=512 data.seq_len=64 train.micro_batch=4 train.threads=1
-      train.eval_interval=0 train.log_interval=1 train.steps=$STEPS data.dir=$TMP/kjv train.hardware=$HW"
+      train.eval_interval=0 train.log_interval=1 train.steps=$STEPS data.dir=$TMP/kjv $HW_KEY"
 CONFIGS=(  # label|ranks|overrides
   "dp1|1|train.batch_tokens=256"
   "dp1_accum4|1|train.batch_tokens=1024"
