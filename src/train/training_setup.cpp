@@ -406,6 +406,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
         std::printf("tessera: predicted on %s: %s\n", run->hardware_name.c_str(), run->prediction->describe().c_str());
       nlohmann::json j = step_time_json(*run->prediction);
       j["event"] = "step_time_prediction";
+      j["step"] = run->state.step;  // the step the run starts from
       j["hardware"] = run->hardware_name;
       TS_RETURN_IF_ERROR(run->metrics->write(j));
     }
