@@ -35,7 +35,7 @@ while IFS='|' read -r idx over pred; do
   # shellcheck disable=SC2086
   if timeout 300 "${MPI[@]}" -np "$RANKS" "$TESSERA" train --config "$CONFIG" $MODEL $over train.threads=1 \
       train.eval_interval=0 train.steps="$STEPS" data.dir="$TMP/kjv" train.out_dir="$run" train.hardware="$HW" \
-      --json > "$run.json" 2> "$run.log"; then
+      --json > "$run.json" 2> "$run.log" < /dev/null; then  # mpirun would read the list of candidates
     echo "$idx|$over|$pred|$(cat "$run.json")" >> "$TMP/runs.txt"
   else
     echo "candidate $idx failed: $(tail -2 "$run.log")" >&2
