@@ -6,6 +6,8 @@
 # `tessera plan --hardware configs/hardware/a100-80gb-8x.toml --json`. The paper reports TFLOP/s per GPU
 # counted as 96 B s l h^2 (1 + s/6h + V/16lh) per iteration (recomputation included); the published
 # step time is that count / (TFLOP/s x GPUs), compared with the predicted step_s.
+# The rows were written down from the paper's Table 1 without the paper at hand (no network here):
+# check them against it before relying on them.
 # Assumptions (the paper's text does not pin them for every row): micro-batch 1, the non-interleaved
 # 1F1B schedule, bf16 peak (= fp16 peak on A100), full recomputation.
 # Usage: bench/published_gpu_check.sh [build_dir]   (env: HARDWARE=configs/hardware/a100-80gb-8x.toml)
