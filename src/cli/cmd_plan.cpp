@@ -1,16 +1,21 @@
-// tessera plan --config run.toml [section.key=value ...] [--ranks N]: every rank's predicted peak
-// memory by category (plan/memory_plan.h), the largest micro-batch that fits train.memory_budget_mb
-// and, over budget, the single config changes that would fit. Builds no model and needs no data.
+// tessera plan --config run.toml [section.key=value ...] [--ranks N] [--hardware FILE]: every rank's
+// predicted peak memory by category (plan/memory_plan.h), the largest micro-batch that fits
+// train.memory_budget_mb and, over budget, the single config changes that would fit; with --hardware
+// the predicted step time too. --search ranks every layout; --calibrate measures this machine
+// (cmd_plan_time.cpp). Builds no model and needs no data.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cmd_plan_time.h"
 #include "cli/commands.h"
 #include "core/memory.h"
 #include "plan/memory_plan.h"
+#include "plan/step_time_json.h"
 #include "config/run_config.h"
 
 namespace tessera::cli {
@@ -21,10 +26,17 @@ struct PlanArgs {
   std::vector<std::string> overrides;
   int ranks = 0;
   bool json = false;
+  std::string hardware;  // --hardware FILE.toml
+  bool search = false;
+  int top = 20;
+  bool calibrate = false;
+  bool quick = false;                 // --calibrate --quick: the trainer's brief measurement
+  std::string out;                   // --calibrate: where to write (default stdout)
+  std::string name = "this-machine";  // --calibrate: the file's name field
 };
 
 // The plan as one JSON object (bytes), for scripts (bench/plan_vs_measured.sh).
-void print_json(const RunConfig& c, const MemoryPlan& p) {
+void print_json(const RunConfig& c, const MemoryPlan& p, const nlohmann::json& step_time) {
   auto cats = [](const MemBytes& b) {
     nlohmann::json j = nlohmann::json::object();
     for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = b[i];
@@ -45,6 +57,7 @@ void print_json(const RunConfig& c, const MemoryPlan& p) {
                         {"zero", c.parallel.zero}, {"recompute", recompute_name(c.train.recompute)},
                         {"budget_bytes", p.budget_bytes}, {"peak", p.peak()}, {"fits", p.fits()},
                         {"largest_micro_batch_that_fits", p.largest_micro_batch_that_fits()}, {"ranks", ranks}};
+  if (!step_time.is_null()) out["step_time"] = step_time;
   if (!p.fits()) {
     nlohmann::json opts = nlohmann::json::array();
     for (const MemoryOption& o : memory_options_that_fit(c, p.world_size, p.budget_bytes))
@@ -71,7 +84,46 @@ std::string chunks_of(const RankMemoryPlan& r) {
   return out;
 }
 
+int print_memory(const RunConfig& c, const MemoryPlan& p, int world);
+
 int run_plan(const PlanArgs& a) {
+  if (a.calibrate) return run_plan_calibrate(a.out, a.name, a.quick);
+  if (a.config.empty())
+    return fail("tessera plan needs --config FILE.toml (the run to plan), unless it is --calibrate");
+  HardwareSpec hw;
+  if (!a.hardware.empty()) {
+    auto h = load_hardware(a.hardware);
+    if (!h.ok()) return fail(h.status());
+    hw = *h;
+  }
+  if (a.search) {
+    if (a.hardware.empty())
+      return fail("--search ranks layouts by predicted step time and needs --hardware FILE.toml: use one of "
+                  "configs/hardware/, or measure this machine with tessera plan --calibrate --out FILE.toml");
+    // The layout keys are the search's: load one replica of micro-batch 1 (any global batch that is a
+    // multiple of data.seq_len loads); the search keeps train.batch_tokens, or, where the config leaves
+    // it to be derived, micro_batch x seq_len x N (one micro-step of the config's micro-batch per rank).
+    const int world = a.ranks > 0 ? a.ranks : 1;
+    std::vector<std::string> o = a.overrides;
+    for (const char* k : {"parallel.tp=1", "parallel.pp=1", "parallel.dp=1", "parallel.virtual_stages=1",
+                          "parallel.schedule=1f1b", "parallel.sequence_parallel=false"})
+      o.push_back(k);
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> all = o;
+      all.insert(all.end(), extra.begin(), extra.end());
+      return load_run_config_for_world(a.config, all, 1);
+    };
+    auto own = with({});  // the config's micro-batch
+    auto one = with({"train.micro_batch=1"}), two = with({"train.micro_batch=2"});
+    if (!one.ok()) return fail(one.status());
+    int64_t batch = one->train.batch_tokens;
+    if (two.ok() && two->train.batch_tokens != batch)  // derived from the micro-batch: not set
+      batch = (own.ok() ? own->train.micro_batch : 1) * one->data.seq_len * world;
+    auto base = with({"train.micro_batch=1", "train.batch_tokens=" + std::to_string(batch)});
+    if (!base.ok()) return fail(base.status());
+    base->parallel.stage_layers.clear();
+    return run_plan_search(*base, world, hw, a.json, a.top);
+  }
   auto cfg = load_run_config(a.config, a.overrides);
   if (!cfg.ok()) return fail(cfg.status());
   int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
@@ -104,10 +156,22 @@ int run_plan(const PlanArgs& a) {
   auto plan = plan_memory(c, world);
   if (!plan.ok()) return fail(plan.status());
   const MemoryPlan& p = *plan;
+  std::optional<StepTimePrediction> time;
+  if (!a.hardware.empty()) {
+    auto t = predict_step_time(c, world, hw);
+    if (!t.ok()) return fail(t.status());
+    time = *t;
+  }
   if (a.json) {
-    print_json(c, p);
+    print_json(c, p, time ? step_time_json(*time) : nlohmann::json());
     return 0;
   }
+  const int rc = print_memory(c, p, world);
+  if (time) print_step_time(*time, hw);
+  return rc;
+}
+
+int print_memory(const RunConfig& c, const MemoryPlan& p, int world) {
 
   std::printf("tessera plan: %s (%s, %.2fM parameters) on %d rank(s): %s; micro_batch %lld x seq_len %lld, "
               "grad_accum %lld; zero %d, recompute %s\n",
@@ -175,11 +239,26 @@ Runner add_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* c = app.add_subcommand(
       "plan", "Predict every rank's peak memory for a run config, without building the model or reading data");
-  c->add_option("--config", a->config, "Run config (TOML); see configs/")->required()->transform(existing_config());
+  c->add_option("--config", a->config, "Run config (TOML); see configs/ (required unless --calibrate)")
+      ->transform(existing_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. parallel.zero=2");
   c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp; else dp = N / (tp x pp))")
       ->check(CLI::PositiveNumber);
-  c->add_flag("--json", a->json, "Print the plan as JSON (bytes per rank and category)");
+  c->add_flag("--json", a->json, "Print the plan as JSON (bytes per rank and category; with --hardware the step "
+                                 "time; with --search the ranked layouts)");
+  c->add_option("--hardware", a->hardware,
+                "Hardware description (TOML, configs/hardware/): also predict the step time on it")
+      ->check(CLI::ExistingFile);
+  c->add_flag("--search", a->search,
+              "Rank every valid layout on --ranks N by predicted tokens/s (needs --hardware; keeps the model, "
+              "seq_len and train.batch_tokens)");
+  c->add_option("--top", a->top, "--search: how many layouts to list (0 = all; default 20)")->check(CLI::NonNegativeNumber);
+  c->add_flag("--calibrate", a->calibrate,
+              "Measure this machine (GEMM, attention, memory, op overhead; all-reduce per group size under mpirun) "
+              "and write a hardware file");
+  c->add_flag("--quick", a->quick, "--calibrate: measure briefly (~0.1 s; as `tessera train` does at start)");
+  c->add_option("--out", a->out, "--calibrate: the file to write (default: print it)");
+  c->add_option("--name", a->name, "--calibrate: the name written into the file");
   return [a] { return run_plan(*a); };
 }
 

@@ -8,6 +8,8 @@
 #include "cli/commands.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
+#include "backend/cpu_isa.h"
+#include "train/step_time_report.h"
 #include "core/exit_codes.h"
 #include "core/log.h"
 #include "train/heartbeat_file.h"
@@ -38,7 +40,9 @@ nlohmann::json summary_json(const TrainSummary& s, const RunConfig& cfg, int wor
                       {"final_val_loss", s.final_val_loss < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.final_val_loss)},
                       {"tokens_per_s", s.tokens_per_s},
                       {"loader_wait_fraction", s.loader_wait_fraction},
-                      {"exposed_comm_fraction", s.exposed_comm_fraction}};
+                      {"exposed_comm_fraction", s.exposed_comm_fraction},
+                      {"predicted_step_s", s.predicted_step_s},
+                      {"measured_step_s", s.measured_step_s}};
   return j;
 }
 
@@ -72,6 +76,19 @@ int run_train(const TrainArgs& a) {
   co.timeout_s = cfg->train.timeout_s;
   auto world = MpiCommunicator::create_world(co);
   if (!world.ok()) return fail_job_on(world.status());
+  if (cfg->parallel.layout == "auto") {  // the fastest predicted layout, chosen before anything is built
+    // The kernels' level first: the measurement is this process's first oneDNN call (cpu_isa.h).
+    if (Status st = select_cpu_isa(cfg->train.cpu_isa); !st.ok()) return fail_job_on(st);
+    auto hw = hardware_for_run(*cfg, **world, mpi.ranks_on_this_node());
+    if (!hw.ok()) return fail_job_on(hw.status());
+    auto chosen = choose_auto_layout(*cfg, **world, *hw);
+    if (!chosen.ok()) return fail_job_on(chosen.status());
+    std::vector<std::string> o = a.overrides;
+    o.insert(o.end(), chosen->overrides.begin(), chosen->overrides.end());
+    cfg = load_run_config_for_world(a.config, o, mpi.world_size());
+    if (!cfg.ok()) return fail_job_on(cfg.status());
+    if (mpi.world_rank() == 0 && !a.json) std::printf("%s\n", chosen->why.c_str());
+  }
   // SIGTERM/SIGINT/SIGUSR1: stop after the current step with a checkpoint. Installed after MPI_Init
   // (which leaves these signals alone in Open MPI 4.1).
   PreemptionSignals stop_signals;

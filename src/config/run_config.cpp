@@ -1,6 +1,6 @@
 // Strict TOML parsing of the run configuration: the schema (run_config_schema.h) drives the unknown-key /
 // wrong-type checks, override parsing, range checks and storing; derived values are resolved here.
-// The only file including toml++.
+// The run config's only file including toml++ (plan/hardware.cpp reads hardware files with it too).
 #include "config/run_config.h"
 
 #include <toml++/toml.h>

@@ -53,6 +53,9 @@ struct TrainConfig {
   double spike_loss_factor = 0;     // a loss above this times the recent mean is a spike; 0 = off
   double spike_grad_factor = 0;     // a gradient norm above this times the recent mean is a spike; 0 = off
   double moe_warn_share = 0.9;      // warn when one expert is routed more than this share of a MoE layer's tokens (0 = off)
+  // Hardware description (TOML, plan/hardware.h) for the step-time prediction each run prints and for
+  // parallel.layout = "auto"; "" = measure this machine briefly at start (plan/calibrate.h).
+  std::string hardware;
 };
 
 // [optim]: the AdamW hyperparameters (beta1, beta2, eps, weight_decay, decay_norms_and_biases,
@@ -88,6 +91,9 @@ struct ParallelConfig {
   int virtual_stages = 1;             // model chunks per pipeline rank (interleaved: >= 2)
   std::vector<int64_t> stage_layers;  // layers per virtual stage, pp * virtual_stages entries; empty = balance
   bool sequence_parallel = false;     // shard the norm/dropout activations over tp along the sequence
+  // "manual": the keys above; "auto": the layout `tessera plan --search` ranks fastest on this many
+  // ranks (train.hardware), keeping train.batch_tokens (train/auto_layout.h).
+  std::string layout = "manual";
 };
 
 // [comm]: compression of the data-parallel gradient exchange (parallel/compression.h).

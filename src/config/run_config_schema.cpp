@@ -288,6 +288,9 @@ std::vector<SectionSpec> make_schema() {
             {holds([](double x) { return x == 0 || x > 1; }, " must be 0 (off) or > 1")},
             "a step whose gradient norm exceeds this times the mean of the last 20 steps is an anomaly (e.g. 5); "
             "0 = off"},
+           {"hardware", field(&RC::train, &TC::hardware), kOk, {},
+            "hardware TOML (configs/hardware/) for the predicted step time and parallel.layout = \"auto\"; "
+            "\"\" = measure this machine briefly at start"},
        }},
       {"optim",
        {
@@ -332,6 +335,9 @@ std::vector<SectionSpec> make_schema() {
             "layers per virtual stage (pp * virtual_stages entries); [] = balance automatically"},
            {"sequence_parallel", field(&RC::parallel, &PC::sequence_parallel), kOk, {},
             "shard norm activations over tp along the sequence (needs tp >= 2)"},
+           {"layout", field(&RC::parallel, &PC::layout), kOk, {one_of({"manual", "auto"})},
+            "manual: dp/tp/pp/schedule/zero/micro_batch/recompute as set; auto: the fastest predicted layout "
+            "that fits memory (tessera plan --search), train.batch_tokens kept"},
            {"zero", field(&RC::parallel, &PC::zero), kOk,
             {at_least(0), holds([](double x) { return x <= 3; }, " must be 0, 1, 2 or 3")},
             "ZeRO stage over the dp group: 1 shards optimizer state, 2 also gradients, 3 also parameters"},

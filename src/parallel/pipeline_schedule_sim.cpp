@@ -36,6 +36,13 @@ double PipelineSimulation::bubble_fraction() const {
 
 PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules, double forward_cost,
                                      double backward_cost) {
+  return simulate_pipeline(
+      schedules, [&](int, const PipeAction& a) { return a.op == PipeOp::forward ? forward_cost : backward_cost; }, 0.0);
+}
+
+PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules,
+                                     const std::function<double(int rank, const PipeAction& compute)>& cost,
+                                     double message_s) {
   const int p = static_cast<int>(schedules.size());
   PipelineSimulation sim;
   sim.ranks = p;
@@ -55,9 +62,9 @@ PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>&
           return sim;
         }
         if (a.op == PipeOp::forward || a.op == PipeOp::backward) {
-          const double cost = a.op == PipeOp::forward ? forward_cost : backward_cost;
-          clock[r] += cost;
-          sim.busy += cost;
+          const double c = cost(r, a);
+          clock[r] += c;
+          sim.busy += c;
         } else if (is_send(a.op)) {
           in_flight[{r, a.peer_stage, is_activation(a.op)}].push_back({a.micro_batch, virtual_stage, clock[r]});
         } else {
@@ -73,7 +80,7 @@ PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>&
                         std::to_string(msg.micro_batch) + " of virtual stage " + std::to_string(msg.virtual_stage);
             return sim;
           }
-          clock[r] = std::max(clock[r], msg.sent_at);
+          clock[r] = std::max(clock[r], msg.sent_at + message_s);
         }
       }
     }
@@ -94,6 +101,7 @@ PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>&
     }
   sim.finished = true;
   sim.makespan = p > 0 ? *std::max_element(clock.begin(), clock.end()) : 0.0;
+  sim.finish = clock;
   return sim;
 }
 

@@ -2,6 +2,7 @@
 // (non-blocking sends, blocking receives) with costed computes: deadlock check, message pairing
 // check and bubble fraction. A model of the schedule only; no communication happens.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ struct PipelineSimulation {
   double makespan = 0;    // time the last rank finishes
   double busy = 0;        // compute time summed over ranks
   int ranks = 0;
+  std::vector<double> finish;  // when each rank ends its list
   // Idle share of p * makespan: 1 - busy / (p * makespan).
   double bubble_fraction() const;
 };
@@ -24,6 +26,12 @@ struct PipelineSimulation {
 // stage) the k-th receive of that kind on b from a expects, else `error` names both.
 PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules,
                                      double forward_cost = 1, double backward_cost = 2);
+
+// The same with each compute's cost given per rank and action (forward/backward; e.g. the step-time
+// model's seconds for that rank's chunk) and each message arriving `message_s` after its send.
+PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules,
+                                     const std::function<double(int rank, const PipeAction& compute)>& cost,
+                                     double message_s);
 
 // Every rank's schedule for a valid shape.
 std::vector<std::vector<PipeAction>> make_all_pipeline_schedules(PipelineScheduleKind kind, const PipelineShape& shape);

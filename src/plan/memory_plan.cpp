@@ -243,6 +243,11 @@ Result<MemoryPlan> plan_memory(const RunConfig& cfg, int world_size) {
   return plan;
 }
 
+Result<MemoryPlan> plan_memory_peaks(const RunConfig& cfg, int world_size) {
+  if (cfg.parallel.dp < 1) return invalid_argument("parallel.dp = 0 must be resolved for a world size first");
+  return plan_ranks(cfg, world_size);
+}
+
 std::vector<MemoryOption> memory_options_that_fit(const RunConfig& cfg, int world_size, int64_t budget_bytes) {
   std::vector<MemoryOption> out;
   auto fits = [&](const RunConfig& c, const std::string& change) {

@@ -76,6 +76,10 @@ struct MemoryPlan {
 // Plans every rank of `world_size` (the layout checks of plan_parallel_layout apply, with their errors).
 Result<MemoryPlan> plan_memory(const RunConfig& cfg, int world_size);
 
+// The same without the largest-micro-batch search (largest_micro_batch_that_fits stays 0): one
+// simulation per stage and tp rank, for callers that plan many layouts (plan/layout_search.h).
+Result<MemoryPlan> plan_memory_peaks(const RunConfig& cfg, int world_size);
+
 // A single config change and the peak it gives (its worst rank).
 struct MemoryOption {
   std::string change;  // e.g. "parallel.zero=2", "parallel.tp=2 parallel.dp=1", "train.micro_batch=2"

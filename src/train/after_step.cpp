@@ -16,6 +16,7 @@
 #include "observe/straggler_report.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
+#include "train/step_time_report.h"
 
 namespace tessera {
 namespace {
@@ -259,12 +260,29 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
                   mib_per_step(run.grid->pp(), c.pp_traffic_at_start));
     mp_traffic = buf;
   }
+  // Predicted vs measured (train/step_time_report.h): a line after the summary (not under --quiet,
+  // which prints the summary line only) and an event in metrics.jsonl.
+  const double n = static_cast<double>(std::max<int64_t>(c.timed_steps, 1));
+  const MeasuredStep m{c.timed_s / n, c.comm_wait_s / n, c.loader_wait_s / n, c.timed_steps};
+  if (run.prediction && c.timed_steps > 0) {
+    s.predicted_step_s = run.prediction->step_s;
+    s.measured_step_s = m.step_s;
+    if (run.lead) {
+      nlohmann::json j = predicted_vs_measured_json(*run.prediction, m);
+      j["event"] = "step_time_vs_predicted";
+      j["step"] = run.state.step;
+      j["hardware"] = run.hardware_name;
+      TS_RETURN_IF_ERROR(run.metrics->write(j));
+    }
+  }
   if (run.lead && !run.opts.json_summary && c.timed_steps > 0)
     std::printf("%s: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%, "
                 "data-parallel traffic %.2f MiB/step per rank (ring model)%s\n",
                 s.stop_signal ? "stopped early (preempted)" : "done", (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
                 100 * s.exposed_comm_fraction, mib_per_step(run.grid->dp(), c.dp_traffic_at_start),
                 mp_traffic.c_str());
+  if (run.lead && !run.opts.json_summary && !run.opts.quiet && run.prediction && c.timed_steps > 0)
+    std::printf("%s\n", predicted_vs_measured_line(*run.prediction, m).c_str());
   TS_RETURN_IF_ERROR(report_stragglers(run));
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));

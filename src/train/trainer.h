@@ -42,6 +42,9 @@ struct TrainSummary {
   double tokens_per_s = 0;      // mean over this invocation's steps (excluding the first)
   double loader_wait_fraction = 0;  // loader wait time / step time
   double exposed_comm_fraction = 0;  // dp wait not hidden behind backward / step time
+  // The step-time model's prediction (train.hardware, or measured at start) and the measured mean
+  // step (rank 0); 0 when not predicted (parameter server) or no step was timed.
+  double predicted_step_s = 0, measured_step_s = 0;
   int stop_signal = 0;               // preempted: the signal that stopped the run early (0: not preempted)
   std::string preempted_checkpoint;  // preempted: the checkpoint of the last step, complete
 };

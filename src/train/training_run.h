@@ -28,6 +28,7 @@
 #include "observe/metrics.h"
 #include "parallel/micro_batch_runner.h"
 #include "plan/parallel_layout.h"
+#include "plan/step_time_model.h"
 #include "config/run_config.h"
 #include "train/step_hooks.h"
 #include "observe/timeline.h"
@@ -74,6 +75,10 @@ struct TrainingRun {
   bool finished_ok = false;
   int threads = 1;
   double peak_gflops = 0;          // sgemm peak of this rank's threads, measured at set-up
+  // The step-time model's prediction for this run (train/step_time_report.h) and the hardware it used;
+  // none for a parameter-server run (not modelled).
+  std::optional<StepTimePrediction> prediction;
+  std::string hardware_name;
   std::unique_ptr<Backend> backend;  // train.device: runs every op of this rank's models
   DatasetManifest manifest;
   std::unique_ptr<DataLoader> loader;

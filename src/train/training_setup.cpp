@@ -29,6 +29,8 @@
 #include "parallel/pipeline_runner.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
+#include "train/step_time_report.h"
+#include "plan/step_time_json.h"
 
 namespace tessera {
 namespace {
@@ -377,6 +379,13 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   omp_set_num_threads(run->threads);
   // Measured before the loader's prefetch thread exists, so nothing competes with it.
   run->peak_gflops = ops::measure_sgemm_peak_gflops();
+  if (!is_param_server_run(cfg)) {  // the prediction every run is checked against (step_time_report.h)
+    TS_ASSIGN_OR_RETURN(HardwareSpec hw, hardware_for_run(cfg, world, opts.ranks_per_node));
+    if (Result<StepTimePrediction> p = predict_step_time(cfg, world.size(), hw); p.ok()) {
+      run->prediction = *p;
+      run->hardware_name = hw.name;
+    }
+  }
 
   TS_RETURN_IF_ERROR(agree_on(world, open_dataset(*run)));
   TS_RETURN_IF_ERROR(open_loaders(*run));
@@ -417,6 +426,15 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
     std::FILE* f = std::fopen((cfg.train.out_dir + "/config.toml").c_str(), "w");
     if (f) { std::fputs(cfg.to_toml().c_str(), f); std::fclose(f); }
     if (!opts.quiet) print_banner(*run);
+    if (run->prediction) {
+      if (!opts.quiet)
+        std::printf("tessera: predicted on %s: %s\n", run->hardware_name.c_str(), run->prediction->describe().c_str());
+      nlohmann::json j = step_time_json(*run->prediction);
+      j["event"] = "step_time_prediction";
+      j["step"] = run->state.step;  // the step the run starts from
+      j["hardware"] = run->hardware_name;
+      TS_RETURN_IF_ERROR(run->metrics->write(j));
+    }
   }
   run->summary.first_step = run->state.step;
   run->clock.run_start = Timeline::now_s();

@@ -66,6 +66,7 @@ sample_ledger = true
 on_anomaly = "rollback"
 spike_loss_factor = 1.5
 spike_grad_factor = 4.0
+hardware = "hw.toml"
 
 [optim]
 lr = 0.001
@@ -90,6 +91,7 @@ virtual_stages = 3
 zero = 2
 stage_layers = [1, 2]
 sequence_parallel = true
+layout = "auto"
 mode = "ps"
 
 [ps]

@@ -1,0 +1,134 @@
+// Measurements behind `tessera plan --calibrate` (see calibrate.h).
+#include "plan/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "backend/ops.h"
+#include "backend/sgemm_peak.h"
+
+namespace tessera {
+
+namespace {
+
+// Best of `reps` timings of fn, each over as many calls as fill 2 ms (a single call of a small op is
+// shorter than the clock's and the scheduler's granularity).
+double seconds_of(const std::function<void()>& fn, int reps) {
+  using clock = std::chrono::steady_clock;
+  fn();  // warm-up: first-touch pages, oneDNN's kernel choice
+  int calls = 1;
+  for (auto t0 = clock::now(); std::chrono::duration<double>(clock::now() - t0).count() < 2e-3; ++calls) fn();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count() / calls);
+  }
+  return best;
+}
+
+// A model-like matmul whose smallest dimension is s: rows 8 s (at most 4096), in s, out 4 s; forward
+// and backward, as the layers call them.
+double matmul_rate(int64_t s, int reps) {
+  const int64_t N = std::min<int64_t>(8 * s, 4096), C = s, OC = 4 * s;
+  std::vector<float> x(N * C, 0.5f), w(OC * C, 0.25f), y(N * OC), dy(N * OC, 0.1f), dx(N * C), dw(OC * C);
+  const double t = seconds_of(
+      [&] {
+        ops::matmul_forward(y.data(), x.data(), w.data(), nullptr, N, C, OC);
+        ops::matmul_backward(dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), N, C, OC);
+      },
+      reps);
+  return 3 * 2.0 * N * C * OC / t;
+}
+
+}  // namespace
+
+HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node) {
+  CalibrationOptions o = options;
+  if (o.quick) o.reps = 2;
+  HardwareSpec h;
+  h.source = "measured by tessera plan --calibrate";
+  // The peak is the best rate seen, square sgemm or any model-like shape, so efficiencies stay <= 1
+  // (on a busy machine one timing can be low; best-of over reps keeps the undisturbed ones).
+  const std::vector<int64_t> sizes =
+      o.quick ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024};
+  std::vector<double> rates;
+  for (int64_t s : sizes) rates.push_back(matmul_rate(s, o.reps));
+  h.peak_flops_fp32 = std::max(ops::measure_sgemm_peak_gflops(1024, o.reps) * 1e9,
+                               *std::max_element(rates.begin(), rates.end()));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    h.gemm_efficiency.push_back({sizes[i], std::clamp(rates[i] / h.peak_flops_fp32, 1e-4, 1.0)});
+  {  // attention at a small model's shape: B 4, T 256, 4 heads of 32; flops as op_costs.h counts them
+    const int64_t B = 4, T = 256, NH = 4, HS = 32, C = NH * HS;
+    std::vector<float> qkv(B * T * 3 * C, 0.1f), out(B * T * C), lse(B * NH * T), dout(B * T * C, 0.01f),
+        dqkv(B * T * 3 * C);
+    const double t = seconds_of(
+        [&] {
+          ops::attention_forward(out.data(), lse.data(), qkv.data(), B, T, NH, NH, HS);
+          ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NH, HS);
+        },
+        o.reps);
+    const double fwd = 2.0 * B * T * T * C;
+    h.attention_efficiency = std::clamp(3.5 * fwd / t / h.peak_flops_fp32, 1e-4, 1.0);
+  }
+  {  // memory rate: y = a + b over 1 Mi floats (12 MiB moved), the size of a small model's activations
+    const int64_t n = 1 << 20;
+    std::vector<float> a(n, 1.f), b(n, 2.f), c(n);
+    const double t = seconds_of([&] { ops::add(c.data(), a.data(), b.data(), n); }, o.reps * 4);
+    h.memory_bandwidth = 3.0 * 4 * n / t;
+  }
+  {  // per-op overhead: an add of 64 floats
+    std::vector<float> a(64, 1.f), b(64, 2.f), c(64);
+    h.op_overhead_s = seconds_of([&] { ops::add(c.data(), a.data(), b.data(), 64); }, o.reps);
+  }
+  const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  h.memory_bytes = pages * page / std::max(1, ranks_per_node);
+  h.devices_per_node = std::max(1, ranks_per_node);
+  return h;
+}
+
+Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& world, const CalibrationOptions& o) {
+  std::vector<MeasuredCollective> out;
+  const int P = world.size();
+  for (int g = 2; g <= P; ++g) {
+    if (P % g != 0) continue;
+    TS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> group,
+                        world.split(world.rank() / g, world.rank(), "calibrate/" + std::to_string(g)));
+    // Least squares of t = a + b n over sizes, then alpha = a / 2(g-1), bandwidth = 2(g-1)/g / b.
+    std::vector<double> xs, ts;
+    std::vector<float> buf(4 << 20, 1.f);  // 16 MiB
+    for (int64_t n = 1; n <= (4 << 20); n *= o.quick ? 64 : 4) {
+      double best = 1e30;
+      for (int r = 0; r < (o.quick ? 2 : o.reps) + 1; ++r) {
+        TS_RETURN_IF_ERROR(group->barrier());
+        const auto t0 = std::chrono::steady_clock::now();
+        TS_RETURN_IF_ERROR(group->all_reduce(buf.data(), buf.data(), n, DType::f32));
+        float t = std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
+        TS_RETURN_IF_ERROR(group->all_reduce(&t, &t, 1, DType::f32, ReduceOp::max));  // the slowest rank's
+        if (r > 0) best = std::min(best, static_cast<double>(t));
+      }
+      xs.push_back(4.0 * static_cast<double>(n));
+      ts.push_back(best);
+    }
+    const double k = static_cast<double>(xs.size());
+    double sx = 0, st = 0, sxx = 0, sxt = 0;
+    for (size_t i = 0; i < xs.size(); ++i) sx += xs[i], st += ts[i], sxx += xs[i] * xs[i], sxt += xs[i] * ts[i];
+    // The slope from the least-squares line (the large messages dominate it), the latency from the
+    // smallest message (a fitted intercept can come out negative).
+    const double b = (k * sxt - sx * st) / (k * sxx - sx * sx);
+    const double a = ts.front();
+    MeasuredCollective m;
+    m.ranks = g;
+    m.link.latency_s = a / (2.0 * (g - 1));
+    m.link.bandwidth = b > 0 ? 2.0 * (g - 1) / g / b : 1e12;
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+// `tessera plan --calibrate`: measures this machine into a HardwareSpec (plan/hardware.h) with the
+// kernels the trainer runs (backend/ops.h, one rank's OpenMP threads): the matmul rate by size
+// against the best square sgemm, attention's rate, the memory rate of an elementwise op at working-set
+// sizes of small models, the fixed cost of an op, and, over MPI, ring all-reduce alpha-beta for
+// groups of every size that divides the world. What it cannot measure (the inter-node network,
+// overlap) comes from the caller's defaults.
+#pragma once
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "plan/hardware.h"
+
+namespace tessera {
+
+struct CalibrationOptions {
+  int reps = 10;  // timings per point (the best is kept: a loaded machine only ever slows a run)
+  // The trainer's measurement at start (~0.1 s): matmuls up to 256 wide, 3 message sizes, 2 reps.
+  bool quick = false;
+};
+
+// The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_
+// efficiency, memory_bandwidth, op_overhead_s, memory_bytes (this machine's memory / ranks_per_node).
+HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node);
+
+// Collective over `world`: for each group size g in 2..size dividing size, groups of g consecutive
+// ranks time all-reduces from 4 B to 16 MiB, and a least-squares fit of the ring model
+// 2(g-1) alpha + 2(g-1)/g n / bandwidth gives one row. Empty at world size 1.
+Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& world, const CalibrationOptions& options);
+
+}  // namespace tessera

@@ -1,0 +1,73 @@
+// A hardware description for the step-time model (plan/step_time_model.h): the device (peak FLOP/s
+// per dtype, achieved-GEMM efficiency by matmul size, memory and its bandwidth, per-op overhead), the
+// node (devices per node, intra-node link) and the network (inter-node link), plus collectives measured
+// on this machine by `tessera plan --calibrate`. Read from and written to TOML (configs/hardware/).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessera {
+
+// One link's alpha-beta cost: a message of n bytes takes alpha_s + n / bandwidth seconds.
+struct LinkSpec {
+  double latency_s = 0;  // alpha
+  double bandwidth = 0;  // bytes/s per device, one direction (1 / beta)
+};
+
+// Achieved fraction of the peak of a matmul whose smallest dimension is `size` (interpolated in
+// log(size) between points, clamped at the ends).
+struct GemmEfficiencyPoint {
+  int64_t size = 0;
+  double efficiency = 0;
+};
+
+// A collective measured on this machine (--calibrate): ring all-reduce over `ranks` ranks fitted to
+// 2(p-1) alpha + 2(p-1)/p n / bandwidth.
+struct MeasuredCollective {
+  int ranks = 0;
+  LinkSpec link;
+};
+
+struct HardwareSpec {
+  std::string name;    // "a100-80gb-8x"
+  std::string source;  // where the numbers come from (a citation, or "measured by tessera plan --calibrate")
+  // [device] one rank's device (a GPU, or the CPU cores one rank uses)
+  double peak_flops_fp32 = 0;  // FLOP/s
+  double peak_flops_bf16 = 0;  // FLOP/s (fp16 uses the same)
+  std::vector<GemmEfficiencyPoint> gemm_efficiency;  // sorted by size
+  double attention_efficiency = 0.5;  // of the matmul peak, for attention's FLOPs
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;          // bytes/s, the achieved copy rate (elementwise ops, optimizer)
+  double op_overhead_s = 0;             // fixed cost per op (kernel launch, OpenMP fork/join)
+  // [node]
+  int devices_per_node = 1;
+  LinkSpec intra;
+  // [network]
+  LinkSpec inter;
+  // Fraction of overlappable communication (data-parallel buckets during backward, ZeRO-3
+  // prefetch) that really hides behind compute: 1 with a communication engine (GPUs with NCCL),
+  // less on CPUs where MPI progresses only inside MPI calls.
+  double overlap_efficiency = 1.0;
+  double step_overhead_s = 0;  // per step: data loading, host synchronisation, bookkeeping
+  std::vector<MeasuredCollective> measured;  // [[collective]] rows, sorted by ranks
+
+  // The matmul efficiency for a smallest dimension (1.0 when the table is empty).
+  double gemm_efficiency_at(int64_t size) const;
+  // Peak FLOP/s for "fp32", "bf16" or "fp16" (the last two: peak_flops_bf16, or fp32 when 0).
+  double peak_flops(std::string_view precision) const;
+  // The link of a ring collective over `ranks` ranks: a measured one with that many ranks when
+  // intra-node, else intra or inter by placement.
+  LinkSpec collective_link(int ranks, bool spans_nodes) const;
+};
+
+// Parses a hardware TOML; every error names the file, the key and what is expected.
+Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::string& origin = "hardware");
+Result<HardwareSpec> load_hardware(const std::string& path);
+// The TOML form (parse_hardware(to_toml(h)) == h up to printing precision).
+std::string hardware_to_toml(const HardwareSpec& h);
+
+}  // namespace tessera

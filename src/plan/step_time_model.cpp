@@ -1,0 +1,191 @@
+// The step-time model (see step_time_model.h for what each term covers and what is left out).
+#include "plan/step_time_model.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "model/param_layout.h"
+#include "parallel/pipeline_schedule_sim.h"
+#include "plan/comm_cost.h"
+#include "plan/op_costs.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr double kF = 4;  // bytes per f32 (gradients, parameters and activations travel as f32)
+
+// One rank's chunks: per-micro-batch seconds of compute and of tensor-parallel communication.
+struct ChunkTime {
+  double fwd = 0, bwd = 0, recompute = 0, tp_fwd = 0, tp_bwd = 0;
+  double params = 0;          // elements of the chunk's (tp-shard) parameters
+  double largest_unit = 0;    // elements of its largest layer (ZeRO's unit, DataParallel's bucket floor)
+  bool holds_wte = false;
+};
+
+struct RankTime {
+  std::vector<ChunkTime> chunks;
+  double params() const {
+    double s = 0;
+    for (const ChunkTime& c : chunks) s += c.params;
+    return s;
+  }
+};
+
+RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, const HardwareSpec& hw,
+                   const LinkSpec& tp_link) {
+  const ModelConfig& m = cfg.model;
+  const int tp = lay.grid.tp;
+  const bool sp = lay.sequence_parallel && tp > 1;
+  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
+  const std::string prec(precision_name(cfg.train.precision));
+  RankTime r;
+  for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
+    const auto [first, last] = lay.chunk_layers(stage, c);
+    ChunkTime t;
+    const ChunkOps ops = chunk_ops(m, first, last, tp, sp, B, T, cfg.train.recompute);
+    const ChunkOps plain = chunk_ops(m, first, last, tp, sp, B, T, Recompute::none);
+    t.fwd = ops_seconds(ops.forward, hw, prec);
+    t.bwd = ops_seconds(ops.backward, hw, prec);
+    t.recompute = t.bwd - ops_seconds(plain.backward, hw, prec);
+    const ParamLayout pl(m, first, last, TensorParallelShard{0, tp});
+    t.params = static_cast<double>(pl.total_numel());
+    t.largest_unit = static_cast<double>(pl.total_numel()) / std::max(1, last - first);
+    t.holds_wte = first == 0;
+    if (tp > 1) {
+      // Per layer: attention and MLP outputs, (B T, C) each; the embedding's and the vocabulary-
+      // parallel loss's sums (max and sum of exponentials) at the ends.
+      const double act = kF * static_cast<double>(B * T * m.d_model);
+      const double per = sp ? ring_reduce_scatter_s(act, tp, tp_link) + ring_all_gather_s(act, tp, tp_link)
+                            : ring_all_reduce_s(act, tp, tp_link);
+      const int layers = last - first;
+      t.tp_fwd = 2 * layers * per;
+      t.tp_bwd = 2 * layers * per + (cfg.train.recompute == Recompute::full ? 2 * layers * per : 0);
+      if (first == 0) t.tp_fwd += ring_all_reduce_s(act, tp, tp_link);
+      if (last == m.n_layer) t.tp_fwd += 2 * ring_all_reduce_s(kF * static_cast<double>(B * T), tp, tp_link);
+    }
+    r.chunks.push_back(t);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string StepTimePrediction::describe() const {
+  const StepTimeBreakdown& b = breakdown;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "step %.4g s, %.4g tokens/s (compute %.3g s [recompute %.3g], bubble %.3g, tp %.3g, pp %.3g, "
+                "dp %.3g [of %.3g], optimizer %.3g, other %.3g)",
+                step_s, tokens_per_s, b.compute_s, b.recompute_s, b.bubble_s, b.tp_s, b.pp_s, b.dp_s, b.dp_total_s,
+                b.optimizer_s, b.other_s);
+  return buf;
+}
+
+Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_size, const HardwareSpec& hw) {
+  TS_ASSIGN_OR_RETURN(ParallelLayout lay, plan_parallel_layout(cfg, world_size));
+  const ModelConfig& m = cfg.model;
+  const GridShape& g = lay.grid;
+  const int M = static_cast<int>(cfg.train.grad_accum), P = g.pp, zero = cfg.parallel.zero;
+  const LinkSpec tp_link = group_link(hw, g, GridAxis::tp), dp_link = group_link(hw, g, GridAxis::dp),
+                 pp_link = group_link(hw, g, GridAxis::pp);
+  std::vector<RankTime> ranks;
+  for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link));
+
+  // Compute, tp and the pipeline: each stage's micro-batches through the schedule.
+  std::vector<double> compute(P, 0), tp(P, 0), recompute(P, 0), finish(P, 0);
+  for (int s = 0; s < P; ++s)
+    for (const ChunkTime& c : ranks[s].chunks) {
+      compute[s] += M * (c.fwd + c.bwd);
+      recompute[s] += M * c.recompute;
+      tp[s] += M * (c.tp_fwd + c.tp_bwd);
+    }
+  StepTimeBreakdown b;
+  int slow = 0;
+  if (P == 1) {
+    finish[0] = compute[0] + tp[0];
+  } else {
+    const auto schedules = make_all_pipeline_schedules(lay.schedule, lay.pipe);
+    auto cost = [&](int r, const PipeAction& a) {
+      const ChunkTime& c = ranks[r].chunks[static_cast<size_t>(a.chunk)];
+      return a.op == PipeOp::forward ? c.fwd + c.tp_fwd : c.bwd + c.tp_bwd;
+    };
+    const double act = kF * static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len * m.d_model);
+    const PipelineSimulation with = simulate_pipeline(schedules, cost, point_to_point_s(act, pp_link));
+    const PipelineSimulation without = simulate_pipeline(schedules, cost, 0.0);
+    if (!with.finished) return internal_error("pipeline simulation: " + with.error);
+    finish = with.finish;
+    b.pp_s = with.makespan - without.makespan;
+  }
+  // The data-parallel part, per stage; the step ends when the slowest stage's last reduction does.
+  std::vector<double> dp_exposed(P, 0), dp_total(P, 0), opt(P, 0), end(P, 0);
+  const double ov = hw.overlap_efficiency;
+  for (int s = 0; s < P; ++s) {
+    const double params = ranks[s].params();
+    const double bytes = kF * params;
+    double bwd_window = 0, fwd_mb = 0, bwd_mb = 0, unit = 0;
+    for (const ChunkTime& c : ranks[s].chunks) {
+      bwd_window += c.bwd + c.tp_bwd;
+      fwd_mb += c.fwd + c.tp_fwd;
+      bwd_mb += c.bwd + c.tp_bwd;
+      unit = std::max(unit, c.largest_unit);
+    }
+    if (g.dp > 1) {
+      if (zero == 0) {
+        const double total = ring_all_reduce_s(bytes, g.dp, dp_link);
+        const double last = ring_all_reduce_s(std::min(bytes, cfg.parallel.bucket_mb * 1048576.0), g.dp, dp_link);
+        dp_total[s] = total;
+        dp_exposed[s] = std::max(total - ov * bwd_window, last);
+      } else {
+        const double rs = ring_reduce_scatter_s(bytes, g.dp, dp_link);
+        const double ag = ring_all_gather_s(bytes, g.dp, dp_link);
+        const double rs_last = ring_reduce_scatter_s(kF * unit, g.dp, dp_link);
+        if (zero == 1) {
+          dp_total[s] = rs + ag;
+          dp_exposed[s] = std::max(rs - ov * bwd_window, rs_last) + ag;
+        } else if (zero == 2) {
+          dp_total[s] = M * rs + ag;
+          dp_exposed[s] = M * std::max(rs - ov * bwd_mb, rs_last) + ag;
+        } else {  // every micro-batch gathers before forward and backward; the first unit's gather waits
+          const double ag_unit = ring_all_gather_s(kF * unit, g.dp, dp_link);
+          dp_total[s] = M * (2 * ag + rs);
+          dp_exposed[s] = M * (std::max(ag - ov * fwd_mb, ag_unit) + std::max(ag + rs - ov * bwd_mb, rs_last));
+        }
+      }
+    }
+    // The tied embedding's gradient summed over the first and last stage.
+    if (P > 1 && m.tied_embeddings && (s == 0 || s == P - 1)) {
+      const double wte = kF * static_cast<double>(m.vocab_size * m.d_model) / g.tp;
+      dp_exposed[s] += ring_all_reduce_s(wte, 2, pp_link);
+    }
+    // AdamW over the owned parameters: read p, g, m, v and write p, m, v; clipping reads g; zeroing writes it.
+    const double owned = zero > 0 ? params / g.dp : params;
+    opt[s] = 36.0 * owned / hw.memory_bandwidth + 4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
+    end[s] = finish[s] + dp_exposed[s] + opt[s];
+    if (end[s] > end[slow]) slow = s;
+  }
+  b.compute_s = compute[slow];
+  b.recompute_s = recompute[slow];
+  b.tp_s = tp[slow];
+  if (P > 1) b.bubble_s = std::max(0.0, finish[slow] - compute[slow] - tp[slow] - b.pp_s);
+  b.dp_s = dp_exposed[slow];
+  b.dp_total_s = dp_total[slow];
+  b.optimizer_s = opt[slow];
+  // The loss average over dp and the gradient-norm sum over the world: latency only.
+  b.other_s = hw.step_overhead_s + ring_all_reduce_s(kF, g.dp, dp_link) +
+              (world_size > 1 ? ring_all_reduce_s(kF, world_size, hw.collective_link(world_size, false)) : 0);
+
+  StepTimePrediction p;
+  p.layout = lay;
+  p.world_size = world_size;
+  p.breakdown = b;
+  p.step_s = end[slow] + b.other_s;
+  p.tokens_per_step = cfg.train.micro_batch * cfg.data.seq_len * cfg.train.grad_accum * g.dp;
+  p.tokens_per_s = static_cast<double>(p.tokens_per_step) / p.step_s;
+  p.flops_per_device = m.flops_per_token(cfg.data.seq_len) * p.tokens_per_s / world_size;
+  const double peak = hw.peak_flops(precision_name(cfg.train.precision));
+  p.mfu = peak > 0 ? p.flops_per_device / peak : 0;
+  return p;
+}
+
+}  // namespace tessera

@@ -1,0 +1,115 @@
+// Hardware for a run's prediction, the automatic layout, and predicted vs measured step time.
+#include "train/step_time_report.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "plan/calibrate.h"
+#include "plan/layout_search.h"
+#include "plan/step_time_json.h"
+
+namespace tessera {
+
+namespace {
+
+Status agree(Communicator& world, const Status& local) {
+  int32_t bad = local.ok() ? 0 : 1, any_bad = 0;
+  TS_RETURN_IF_ERROR(world.all_reduce(&bad, &any_bad, 1, DType::i32, ReduceOp::max));
+  if (!local.ok()) return local;
+  if (any_bad) return invalid_argument("another rank failed to read train.hardware (see its message)");
+  return Status::ok_status();
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// The time of the step's parts that the runner runs (everything but the dp reduction, optimizer, other).
+double predicted_runner_s(const StepTimeBreakdown& b) { return b.compute_s + b.bubble_s + b.tp_s + b.pp_s; }
+
+}  // namespace
+
+Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world, int ranks_per_node) {
+  if (!cfg.train.hardware.empty()) {
+    Result<HardwareSpec> h = load_hardware(cfg.train.hardware);
+    TS_RETURN_IF_ERROR(agree(world, h.status()));
+    return h;
+  }
+  // Each rank measures with the threads it will train with (training_setup.cpp's choice).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  omp_set_num_threads(cfg.train.threads > 0 ? cfg.train.threads : std::max(1, cores / std::max(1, ranks_per_node)));
+  CalibrationOptions o;
+  o.quick = true;
+  HardwareSpec h = calibrate_device(o, ranks_per_node);
+  h.name = "this machine (measured at start)";
+  h.overlap_efficiency = 0.5;  // as tessera plan --calibrate assumes for CPUs (docs/performance.md)
+  h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
+  TS_ASSIGN_OR_RETURN(std::vector<MeasuredCollective> coll, calibrate_collectives(world, o));
+  h.measured = std::move(coll);
+  h.intra = h.measured.empty() ? LinkSpec{1e-6, h.memory_bandwidth / 2} : h.measured.front().link;
+  h.inter = h.intra;
+  return h;
+}
+
+Result<AutoLayout> choose_auto_layout(const RunConfig& cfg, Communicator& world, const HardwareSpec& hw) {
+  AutoLayout out;
+  std::string chosen;  // rank 0: the overrides joined by '\n'; empty on an error
+  Status st = Status::ok_status();
+  if (world.rank() == 0) {
+    Result<LayoutSearch> s = search_layouts(cfg, world.size(), hw);
+    if (!s.ok()) {
+      st = invalid_argument("parallel.layout = \"auto\": " + s.status().message());
+    } else {
+      const LayoutCandidate& best = s->ranked.front();
+      for (const std::string& o : layout_overrides(best.cfg)) chosen += o + "\n";
+      out.why = "parallel.layout = auto: " + short_layout_name(best.cfg) + ", predicted " +
+                fmt("%.4g", best.time.tokens_per_s) + " tokens/s on " + hw.name + " (" + best.time.describe() + ")";
+      if (s->ranked.size() > 1) {
+        const LayoutCandidate& next = s->ranked[1];
+        out.why += "; next best " + short_layout_name(next.cfg) + " at " + fmt("%.4g", next.time.tokens_per_s) +
+                   " tokens/s";
+      }
+      out.why += "; " + std::to_string(s->enumerated) + " valid layouts, " + std::to_string(s->over_budget) +
+                 " over the memory budget (tessera plan --search lists them)";
+    }
+  }
+  int32_t n = static_cast<int32_t>(st.ok() ? chosen.size() : 0);
+  int32_t failed = st.ok() ? 0 : 1;
+  TS_RETURN_IF_ERROR(world.broadcast(&failed, 1, DType::i32, 0));
+  if (failed) return world.rank() == 0 ? st : invalid_argument("parallel.layout = \"auto\" failed on rank 0 (see its message)");
+  TS_RETURN_IF_ERROR(world.broadcast(&n, 1, DType::i32, 0));
+  chosen.resize(static_cast<size_t>(n));
+  TS_RETURN_IF_ERROR(world.broadcast(chosen.data(), n, DType::u8, 0));
+  for (size_t a = 0, b; a < chosen.size(); a = b + 1) {
+    b = chosen.find('\n', a);
+    out.overrides.push_back(chosen.substr(a, b - a));
+  }
+  out.overrides.push_back("parallel.layout=manual");
+  return out;
+}
+
+nlohmann::json predicted_vs_measured_json(const StepTimePrediction& p, const MeasuredStep& m) {
+  const double compute = std::max(0.0, m.step_s - m.comm_wait_s - m.loader_wait_s);
+  return {{"predicted", step_time_json(p)},
+          {"measured",
+           {{"step_s", m.step_s}, {"comm_wait_s", m.comm_wait_s}, {"loader_wait_s", m.loader_wait_s},
+            {"runner_s", compute}, {"steps", m.steps}}},
+          {"predicted_runner_s", predicted_runner_s(p.breakdown)},
+          {"step_error", p.step_s > 0 ? m.step_s / p.step_s - 1 : 0.0}};
+}
+
+std::string predicted_vs_measured_line(const StepTimePrediction& p, const MeasuredStep& m) {
+  const double runner = std::max(0.0, m.step_s - m.comm_wait_s - m.loader_wait_s);
+  return "step time: predicted " + fmt("%.4g", p.step_s) + " s, measured " + fmt("%.4g", m.step_s) + " s (" +
+         fmt("%+.1f", 100 * (m.step_s / p.step_s - 1)) + " %); exposed dp communication predicted " +
+         fmt("%.3g", p.breakdown.dp_s) + " s, measured wait " + fmt("%.3g", m.comm_wait_s) +
+         " s; runner (compute, tp, pp, bubble) predicted " + fmt("%.4g", predicted_runner_s(p.breakdown)) +
+         " s, measured " + fmt("%.4g", runner) + " s";
+}
+
+}  // namespace tessera

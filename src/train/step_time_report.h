@@ -1,0 +1,46 @@
+// The step-time prediction in every run (plan/step_time_model.h): the hardware it predicts with
+// (train.hardware, or a brief measurement at start), parallel.layout = "auto", and the predicted
+// step next to the measured one in the end-of-run summary and metrics.jsonl.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.h"
+#include "config/run_config.h"
+#include "core/status.h"
+#include "plan/hardware.h"
+#include "plan/step_time_model.h"
+
+namespace tessera {
+
+// train.hardware loaded, or (when "") this rank's device and the world's all-reduce measured briefly
+// (plan/calibrate.h, quick). Collective: every rank calls it and gets the same ok / error.
+Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world, int ranks_per_node);
+
+// parallel.layout = "auto": world rank 0 ranks the layouts on world.size() ranks (plan/layout_search.h)
+// and every rank receives its choice as config overrides, with a line saying why. Collective.
+struct AutoLayout {
+  std::vector<std::string> overrides;  // the layout keys, plus parallel.layout=manual
+  std::string why;
+};
+Result<AutoLayout> choose_auto_layout(const RunConfig& cfg, Communicator& world, const HardwareSpec& hw);
+
+// What a run measured per timed step (rank 0's clock; the first step is not timed).
+struct MeasuredStep {
+  double step_s = 0;
+  double comm_wait_s = 0;    // blocked in the step's collectives (gradient sync, parameter sync, loss)
+  double loader_wait_s = 0;  // waiting for the data loader
+  int64_t steps = 0;
+};
+
+// {"predicted": <step_time_json>, "measured": {step_s, comm_wait_s, loader_wait_s, compute_s, steps},
+//  "step_error": measured / predicted - 1}. measured compute_s = step - comm wait - loader wait: the
+// runner's time, which the model splits into compute, tp, pp and bubble.
+nlohmann::json predicted_vs_measured_json(const StepTimePrediction& p, const MeasuredStep& m);
+// "step time: predicted 0.120 s, measured 0.130 s (+8.3 %); exposed dp communication predicted 0.010 s,
+// measured wait 0.012 s; runner (compute, tp, pp, bubble) predicted 0.105 s, measured 0.115 s".
+std::string predicted_vs_measured_line(const StepTimePrediction& p, const MeasuredStep& m);
+
+}  // namespace tessera

@@ -1,0 +1,105 @@
+# The step-time planner end to end: `tessera plan --hardware` (text and --json: the breakdown adds up
+# to the step), `--search --ranks 4 --json` (the issue's fields, ranked fastest first, the memory
+# budget applied, the top layout's prediction equal to planning it directly), errors naming the fix,
+# `--calibrate --quick` writing a file `--hardware` reads, and `tessera train`: the prediction at
+# start and predicted vs measured at the end (stdout, metrics.jsonl, --json), parallel.layout = "auto"
+# on one rank and on two (mpirun) running the layout it names.
+# Usage: plan_time.sh TESSERA SOURCE_DIR
+source "$(dirname "$0")/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+A100=$SRC/configs/hardware/a100-80gb-8x.toml
+WIDE=(model.n_layer=4 model.d_model=128 model.d_ff=512 train.batch_tokens=1024)
+py() { /usr/bin/python3 -c "$@"; }
+
+out=$("$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" --hardware "$A100") || fail "plan --hardware: $out"
+for p in "predicted step time on a100-80gb-8x" "compute" "bubble" "tp comm" "dp comm" "optimizer"; do
+  grep -qF -- "$p" <<<"$out" || fail "plan --hardware does not print '$p': $out"
+done
+"$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" parallel.pp=2 parallel.dp=1 --hardware "$A100" --json >one.json
+py "
+import json; j = json.load(open('one.json'))['step_time']; b = j['breakdown']
+parts = sum(v for k, v in b.items() if k not in ('recompute_s', 'dp_comm_total_s'))
+assert abs(parts - j['step_s']) < 1e-9 * j['step_s'], (parts, j)
+assert b['bubble_s'] > 0 and j['tokens_per_s'] > 0 and j['flops_per_device'] > 0, j
+" || fail "plan --json: the breakdown does not add up to step_s"
+echo "ok: --hardware prints the prediction; its breakdown adds up"
+
+"$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" --search --ranks 4 --hardware "$A100" --json --top 0 >search.json \
+  || fail "--search failed: $(cat search.json)"
+best=$(py "
+import json; s = json.load(open('search.json')); c = s['candidates']
+assert s['ranks'] == 4 and s['enumerated'] == len(c) + s['over_budget'] and len(c) > 20, s['enumerated']
+for k in ('layout', 'step_s', 'tokens_per_s', 'flops_per_device', 'breakdown', 'peak_memory_bytes', 'overrides',
+          'dp', 'tp', 'pp', 'schedule', 'virtual_stages', 'zero', 'micro_batch', 'recompute', 'sequence_parallel'):
+  assert k in c[0], k
+t = [x['tokens_per_s'] for x in c]
+assert t == sorted(t, reverse=True), 'not ranked by tokens/s'
+assert {x['pp'] for x in c} >= {1, 2, 4} and {x['tp'] for x in c} >= {1, 2, 4} and {x['zero'] for x in c} == {0, 1, 2, 3}
+assert {x['schedule'] for x in c if x['pp'] > 1} == {'1f1b', 'gpipe', 'interleaved'}
+assert all(x['dp'] * x['micro_batch'] * 64 * (x['tokens_per_s'] * x['step_s'] / (x['dp'] * x['micro_batch'] * 64)) > 0 for x in c)
+print(c[0]['overrides'] + '|' + repr(c[0]['step_s']))
+") || fail "--search --json"
+read -r -a keys <<<"${best%|*}"
+direct=$("$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" "${keys[@]}" --hardware "$A100" --json | py "
+import json, sys; print(repr(json.load(sys.stdin)['step_time']['step_s']))")
+[[ $direct == "${best#*|}" ]] || fail "the search's best (${best#*|} s) differs from planning it directly ($direct s)"
+echo "ok: --search --json lists every kind of layout fastest first; the best plans the same directly"
+
+# A budget between the smallest and largest peak drops some layouts and keeps only those that fit.
+"$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" train.memory_budget_mb=12 --search --ranks 4 --hardware "$A100" \
+  --json --top 0 >budget.json || fail "--search with a budget: $(cat budget.json)"
+py "
+import json; s = json.load(open('budget.json'))
+assert s['over_budget'] > 0 and s['candidates'], (s['over_budget'], len(s['candidates']))
+assert all(x['peak_memory_bytes'] <= 12 * 1048576 for x in s['candidates'])
+" || fail "--search does not apply train.memory_budget_mb"
+echo "ok: --search drops the layouts over the memory budget"
+
+expect_error "search without hardware" "--hardware|configs/hardware|--calibrate" -- \
+  "$TESSERA" plan --config "$CONFIG" --search --ranks 2
+printf '[device]\npeak_tflops_fp32 = 1\nmemory_gib = 1\nmemory_bandwidth_gbs = 1\nflops = 3\n' >bad.toml
+expect_error "unknown hardware key" "device.flops|bad.toml" -- \
+  "$TESSERA" plan --config "$CONFIG" --hardware bad.toml
+
+"$TESSERA" plan --calibrate --quick --name quick-test --out hw.toml >calibrate.log || fail "calibrate: $(cat calibrate.log)"
+out=$("$TESSERA" plan --config "$CONFIG" --hardware hw.toml) || fail "plan with the calibrated file: $out"
+grep -qF "predicted step time on quick-test" <<<"$out" || fail "the calibrated file's name is not used: $out"
+echo "ok: --calibrate --quick writes a hardware file that --hardware reads"
+
+make_dataset data
+out=$(tiny_train run1 data train.steps=4 train.hardware="$A100") || fail "train with train.hardware: $out"
+grep -qF "predicted on a100-80gb-8x: step" <<<"$out" || fail "no prediction at start: $out"
+grep -qE "^step time: predicted [0-9.e+-]+ s, measured [0-9.e+-]+ s" <<<"$out" || fail "no predicted vs measured: $out"
+py "
+import json; ev = [json.loads(l) for l in open('run1/metrics.jsonl')]
+p = [e for e in ev if e.get('event') == 'step_time_prediction']; m = [e for e in ev if e.get('event') == 'step_time_vs_predicted']
+assert len(p) == 1 and p[0]['hardware'] == 'a100-80gb-8x' and p[0]['step_s'] > 0, p
+assert len(m) == 1 and m[0]['measured']['steps'] == 3 and m[0]['measured']['step_s'] > 0, m
+assert abs(m[0]['step_error'] - (m[0]['measured']['step_s'] / m[0]['predicted']['step_s'] - 1)) < 1e-9
+" || fail "metrics.jsonl lacks the prediction events"
+summary=$(tiny_train run2 data train.steps=3 --json) || fail "train --json: $summary"
+py "import json, sys; j = json.loads(sys.argv[1]); assert j['predicted_step_s'] > 0 and j['measured_step_s'] > 0, j" \
+  "$summary" || fail "--json summary lacks predicted/measured step time: $summary"
+echo "ok: train writes the prediction at start and predicted vs measured at the end"
+
+# parallel.layout = auto: the layout it names is the one that runs (config.toml of the run).
+check_auto() {  # check_auto OUT_DIR OUTPUT
+  local why
+  why=$(grep -F "parallel.layout = auto: " <<<"$2") || fail "auto: no line naming the choice: $2"
+  py "
+import re, sys, tomllib
+why, cfg = sys.argv[1], tomllib.load(open(sys.argv[2] + '/config.toml', 'rb'))
+m = re.search(r'auto: dp=(\d+) tp=(\d+) pp=(\d+)[^,]*? zero=(\d+) mb=(\d+) recompute=(\w+),', why)
+p, t = cfg['parallel'], cfg['train']
+got = (p['dp'], p['tp'], p['pp'], p['zero'], t['micro_batch'], t['recompute'])
+want = tuple(int(x) for x in m.groups()[:5]) + (m.group(6),)
+assert got == want, (got, want)
+" "$why" "$1" || fail "auto: the run's layout is not the one it names: $why"
+}
+out=$(tiny_train auto1 data train.steps=2 parallel.layout=auto train.batch_tokens=256) || fail "auto, 1 rank: $out"
+check_auto auto1 "$out"
+echo "ok: auto on one rank"
+out=$(mpirun --allow-run-as-root --oversubscribe -np 2 "$TESSERA" train --config "$CONFIG" "${TINY[@]}" data.dir=data \
+      train.out_dir=auto2 train.steps=2 parallel.layout=auto train.batch_tokens=256 2>&1) || fail "auto, 2 ranks: $out"
+check_auto auto2 "$out"
+echo "ok: parallel.layout = auto runs the layout it names (1 and 2 ranks)"

@@ -1,0 +1,102 @@
+// Hardware descriptions (plan/hardware.h): the shipped files parse with their published numbers, the
+// TOML form round-trips, and mistakes (unknown keys, missing sections, bad values) name the key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "plan/hardware.h"
+
+namespace tessera {
+namespace {
+
+const std::string kDir = std::string(TESSERA_SOURCE_DIR) + "/configs/hardware/";
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST(Hardware, ShippedFilesParse) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kDir)) {
+    if (e.path().extension() != ".toml") continue;
+    auto h = load_hardware(e.path().string());
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    EXPECT_FALSE(h->name.empty()) << e.path();
+    EXPECT_FALSE(h->source.empty()) << e.path();
+    EXPECT_GT(h->peak_flops_fp32, 0);
+    EXPECT_GT(h->memory_bandwidth, 0);
+    ++files;
+  }
+  EXPECT_GE(files, 3);
+  auto a100 = load_hardware(kDir + "a100-80gb-8x.toml");
+  ASSERT_TRUE(a100.ok());
+  EXPECT_DOUBLE_EQ(a100->peak_flops("bf16"), 312e12);
+  EXPECT_DOUBLE_EQ(a100->peak_flops("fp32"), 19.5e12);
+  EXPECT_EQ(a100->devices_per_node, 8);
+  EXPECT_LT(a100->inter.bandwidth, a100->intra.bandwidth);
+}
+
+TEST(Hardware, RoundTripsThroughToml) {
+  HardwareSpec h;
+  h.name = "x";
+  h.source = "a \"quoted\" source";
+  h.peak_flops_fp32 = 1.5e11;
+  h.gemm_efficiency = {{32, 0.25}, {256, 0.8}};
+  h.attention_efficiency = 0.3;
+  h.memory_bytes = 8.0 * 1073741824.0;
+  h.memory_bandwidth = 2e10;
+  h.op_overhead_s = 2e-6;
+  h.devices_per_node = 2;
+  h.intra = {1e-6, 5e9};
+  h.inter = {1e-5, 1e9};
+  h.overlap_efficiency = 0.5;
+  h.step_overhead_s = 1e-3;
+  h.measured = {{2, {2e-6, 4e9}}};
+  auto back = parse_hardware(hardware_to_toml(h));
+  ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << hardware_to_toml(h);
+  EXPECT_EQ(back->name, h.name);
+  EXPECT_EQ(back->source, h.source);
+  EXPECT_NEAR(back->peak_flops_fp32, h.peak_flops_fp32, 1e5);
+  ASSERT_EQ(back->gemm_efficiency.size(), 2u);
+  EXPECT_EQ(back->gemm_efficiency[1].size, 256);
+  EXPECT_NEAR(back->gemm_efficiency[1].efficiency, 0.8, 1e-9);
+  EXPECT_NEAR(back->memory_bytes, h.memory_bytes, 1e3);
+  EXPECT_NEAR(back->intra.latency_s, 1e-6, 1e-12);
+  EXPECT_NEAR(back->inter.bandwidth, 1e9, 1);
+  EXPECT_NEAR(back->overlap_efficiency, 0.5, 1e-9);
+  EXPECT_NEAR(back->step_overhead_s, 1e-3, 1e-12);
+  ASSERT_EQ(back->measured.size(), 1u);
+  EXPECT_EQ(back->measured[0].ranks, 2);
+  EXPECT_NEAR(back->collective_link(2, false).bandwidth, 4e9, 1);
+  EXPECT_NEAR(back->collective_link(2, true).bandwidth, 1e9, 1);  // across nodes: the network
+}
+
+TEST(Hardware, ErrorsNameTheKey) {
+  const std::string ok =
+      "[device]\npeak_tflops_fp32 = 1\nmemory_gib = 1\nmemory_bandwidth_gbs = 10\n"
+      "[node]\ndevices = 2\nlink_bandwidth_gbs = 5\nlink_latency_us = 1\n";
+  EXPECT_TRUE(parse_hardware(ok).ok());
+  auto unknown = parse_hardware(ok + "[network]\nbandwith_gbs = 3\n", "h.toml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_HAS(unknown.status().message(), "network.bandwith_gbs");
+  EXPECT_HAS(unknown.status().message(), "h.toml");
+  auto missing = parse_hardware("[node]\ndevices = 2\n");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_HAS(missing.status().message(), "[device]");
+  auto negative = parse_hardware(
+      "[device]\npeak_tflops_fp32 = -1\nmemory_gib = 1\nmemory_bandwidth_gbs = 10\n"
+      "[node]\ndevices = 2\nlink_bandwidth_gbs = 5\nlink_latency_us = 1\n");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_HAS(negative.status().message(), "device.peak_tflops_fp32");
+  auto table = parse_hardware(ok + "gemm_efficiency = 3\n");  // lands in [node]: unknown there
+  ASSERT_FALSE(table.ok());
+  auto bad_gemm = parse_hardware(
+      "[device]\npeak_tflops_fp32 = 1\nmemory_gib = 1\nmemory_bandwidth_gbs = 10\ngemm_efficiency = [[64, 1.5]]\n"
+      "[node]\ndevices = 2\nlink_bandwidth_gbs = 5\nlink_latency_us = 1\n");
+  ASSERT_FALSE(bad_gemm.ok());
+  EXPECT_HAS(bad_gemm.status().message(), "device.gemm_efficiency");
+  auto file = load_hardware("/nonexistent/hw.toml");
+  ASSERT_FALSE(file.ok());
+  EXPECT_HAS(file.status().message(), "--calibrate");
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,188 @@
+// The step-time model (plan/step_time_model.h, op_costs.h, comm_cost.h) on hand-computable cases:
+// matmul FLOPs are 6 N tokens (tp divides them, full recomputation adds one forward), attention is
+// causal, ring all-reduce moves 2(p-1)/p of the buffer, the 1F1B bubble is (p-1)/(m+p-1), the dp
+// reduction hides behind backward only as far as overlap allows, and the breakdown adds up to the step.
+#include <gtest/gtest.h>
+
+#include "model/param_layout.h"
+#include "plan/comm_cost.h"
+#include "plan/op_costs.h"
+#include "plan/step_time_model.h"
+#include "config/run_config.h"
+
+namespace tessera {
+namespace {
+
+const std::string kToml =
+    "[model]\npreset = \"tiny\"\nn_layer = 4\nd_model = 128\nd_ff = 512\n[data]\ndir = \"data/x\"\nseq_len = 64\n"
+    "[train]\nmicro_batch = 4\n[parallel]\ndp = 1\n";
+
+RunConfig config(const std::vector<std::string>& overrides = {}) {
+  auto r = parse_run_config(kToml, overrides, "test.toml");
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? r.value() : RunConfig{};
+}
+
+// Compute-only hardware: 1 TFLOP/s at every shape, free memory traffic and ops, a 1 GB/s link.
+HardwareSpec ideal() {
+  HardwareSpec h;
+  h.peak_flops_fp32 = 1e12;
+  h.attention_efficiency = 1;
+  h.memory_bandwidth = 1e30;
+  h.memory_bytes = 1e12;
+  h.devices_per_node = 8;
+  h.intra = {0, 1e9};
+  h.inter = {0, 1e8};
+  return h;
+}
+
+StepTimePrediction predict(const RunConfig& cfg, int world, const HardwareSpec& hw) {
+  auto r = predict_step_time(cfg, world, hw);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? r.value() : StepTimePrediction{};
+}
+
+double flops_of(const std::vector<OpCost>& ops, OpClass cls) {
+  double s = 0;
+  for (const OpCost& o : ops) s += o.cls == cls ? o.flops : 0;
+  return s;
+}
+
+// Matmul parameters of the whole model: per layer qkv, projection, MLP in and out; the (tied) head.
+double matmul_params(const ModelConfig& m) {
+  const double C = m.d_model, F = m.d_ff, Q = m.qkv_width(), FC = m.arch == Arch::llama ? 2 * F : F;
+  return m.n_layer * (Q * C + C * C + FC * C + C * F) + m.vocab_size * C;
+}
+
+TEST(OpCosts, MatmulFlopsAreSixNTokensAndAttentionIsCausal) {
+  for (const char* arch : {"tiny", "tiny-llama"}) {
+    RunConfig cfg = config({std::string("model.preset=") + arch});
+    const ModelConfig& m = cfg.model;
+    const int64_t B = 4, T = 64;
+    const ChunkOps ops = chunk_ops(m, 0, static_cast<int>(m.n_layer), 1, false, B, T, Recompute::none);
+    const double tokens = B * T;
+    EXPECT_DOUBLE_EQ(flops_of(ops.forward, OpClass::matmul) + flops_of(ops.backward, OpClass::matmul),
+                     6 * matmul_params(m) * tokens) << arch;
+    // Causal QK^T and AV: 2 matmuls x 2 flops x B T^2 C / 2 per layer.
+    EXPECT_DOUBLE_EQ(flops_of(ops.forward, OpClass::attention), m.n_layer * 2.0 * B * T * T * m.d_model) << arch;
+  }
+}
+
+TEST(OpCosts, TensorParallelDividesAndFullRecomputeAddsOneForward) {
+  RunConfig cfg = config();
+  const ModelConfig& m = cfg.model;
+  const int L = static_cast<int>(m.n_layer);
+  const ChunkOps one = chunk_ops(m, 0, L, 1, false, 4, 64, Recompute::none);
+  const ChunkOps two = chunk_ops(m, 0, L, 2, false, 4, 64, Recompute::none);
+  EXPECT_DOUBLE_EQ(total_flops(two.forward) * 2, total_flops(one.forward));
+  EXPECT_DOUBLE_EQ(total_flops(two.backward) * 2, total_flops(one.backward));
+  // Layers only (no head): full recomputation re-runs exactly the layers' forward in backward.
+  const ChunkOps plain = chunk_ops(m, 1, 3, 1, false, 4, 64, Recompute::none);
+  const ChunkOps full = chunk_ops(m, 1, 3, 1, false, 4, 64, Recompute::full);
+  EXPECT_DOUBLE_EQ(total_flops(full.backward), total_flops(plain.backward) + total_flops(plain.forward));
+  const ChunkOps sel = chunk_ops(m, 1, 3, 1, false, 4, 64, Recompute::selective);
+  EXPECT_DOUBLE_EQ(total_flops(sel.backward) - total_flops(plain.backward),
+                   flops_of(plain.forward, OpClass::attention));
+}
+
+TEST(OpCosts, RooflineTakesTheSlowerOfFlopsAndBytes) {
+  HardwareSpec h = ideal();
+  h.memory_bandwidth = 1e9;
+  h.op_overhead_s = 1e-6;
+  h.gemm_efficiency = {{100, 0.5}, {1000, 1.0}};
+  EXPECT_DOUBLE_EQ(h.gemm_efficiency_at(10), 0.5);
+  EXPECT_NEAR(h.gemm_efficiency_at(316), 0.75, 1e-3);  // half way in log(size)
+  const OpCost mm{OpClass::matmul, 1e9, 1e3, 1000};      // compute bound: 1 ms
+  EXPECT_DOUBLE_EQ(op_seconds(mm, h, "fp32"), 1e-6 + 1e-3);
+  const OpCost mem{OpClass::memory, 0, 1e6, 0};  // 1 ms at 1 GB/s
+  EXPECT_DOUBLE_EQ(op_seconds(mem, h, "fp32"), 1e-6 + 1e-3);
+}
+
+TEST(CommCost, RingAllReduceMovesTwoTimesPMinusOneOverPOfTheBuffer) {
+  const LinkSpec link{1e-5, 1e9};
+  EXPECT_DOUBLE_EQ(ring_all_reduce_s(1e9, 4, {0, 1e9}), 1.5);  // 2 (4-1)/4 x 1 GB at 1 GB/s
+  EXPECT_DOUBLE_EQ(ring_all_reduce_s(1e9, 4, link), 6e-5 + 1.5);
+  EXPECT_DOUBLE_EQ(ring_reduce_scatter_s(1e9, 4, link) + ring_all_gather_s(1e9, 4, link),
+                   ring_all_reduce_s(1e9, 4, link));
+  EXPECT_DOUBLE_EQ(ring_all_reduce_s(1e9, 1, link), 0);
+  EXPECT_DOUBLE_EQ(point_to_point_s(1e6, link), 1e-5 + 1e-3);
+}
+
+TEST(CommCost, GroupsAcrossNodesUseTheNetwork) {
+  const GridShape g{2, 1, 8};  // dp 2 x tp 8 on nodes of 8: tp inside a node, dp across
+  EXPECT_FALSE(group_spans_nodes(g, GridAxis::tp, 8));
+  EXPECT_TRUE(group_spans_nodes(g, GridAxis::dp, 8));
+  HardwareSpec h = ideal();
+  EXPECT_EQ(group_link(h, g, GridAxis::dp).bandwidth, h.inter.bandwidth);
+  EXPECT_EQ(group_link(h, g, GridAxis::tp).bandwidth, h.intra.bandwidth);
+  h.measured = {{8, {1e-6, 5e9}}};
+  EXPECT_EQ(group_link(h, g, GridAxis::tp).bandwidth, 5e9);  // a measured group of that size wins inside a node
+}
+
+TEST(StepTimeModel, SingleRankIsComputeTimesMicroBatches) {
+  RunConfig cfg = config({"train.batch_tokens=1024"});  // 4 micro-batches of 4 x 64
+  const StepTimePrediction p = predict(cfg, 1, ideal());
+  const ChunkOps ops = chunk_ops(cfg.model, 0, 4, 1, false, 4, 64, Recompute::none);
+  EXPECT_NEAR(p.breakdown.compute_s, 4 * total_flops(ops.forward) / 1e12 + 4 * total_flops(ops.backward) / 1e12,
+              1e-12);
+  EXPECT_EQ(p.breakdown.bubble_s, 0);
+  EXPECT_EQ(p.breakdown.dp_s, 0);
+  EXPECT_NEAR(p.step_s, p.breakdown.sum(), 1e-12);
+  EXPECT_NEAR(p.tokens_per_s, 1024 / p.step_s, 1e-6);
+}
+
+TEST(StepTimeModel, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  // A 2-token vocabulary makes the head negligible, so the 4 stages are equal.
+  for (int m : {4, 8, 16}) {
+    RunConfig cfg = config({"model.vocab_size=2", "parallel.pp=4", "train.batch_tokens=" + std::to_string(m * 256)});
+    const StepTimePrediction p = predict(cfg, 4, ideal());
+    const double frac = p.breakdown.bubble_s / (p.breakdown.bubble_s + p.breakdown.compute_s);
+    EXPECT_NEAR(frac, 3.0 / (m + 3.0), 2e-3) << m;
+    EXPECT_NEAR(p.step_s, p.breakdown.sum(), 1e-12);
+  }
+  // Interleaved with 2 virtual stages halves it: (p-1)/(V m + p-1).
+  RunConfig cfg = config({"model.vocab_size=2", "model.n_layer=8", "parallel.pp=4", "parallel.schedule=interleaved",
+                          "parallel.virtual_stages=2", "train.batch_tokens=2048"});
+  const StepTimePrediction p = predict(cfg, 4, ideal());
+  EXPECT_NEAR(p.breakdown.bubble_s / (p.breakdown.bubble_s + p.breakdown.compute_s), 3.0 / 19.0, 2e-3);
+}
+
+TEST(StepTimeModel, DataParallelReductionHidesOnlyAsFarAsOverlapAllows) {
+  RunConfig cfg = config({"parallel.dp=2", "train.batch_tokens=512", "parallel.bucket_mb=0.5"});
+  HardwareSpec h = ideal();
+  h.overlap_efficiency = 0;
+  const StepTimePrediction none = predict(cfg, 2, h);
+  const double grads = 4.0 * static_cast<double>(ParamLayout(cfg.model).total_numel());
+  EXPECT_NEAR(none.breakdown.dp_s, ring_all_reduce_s(grads, 2, h.intra), 1e-12);
+  EXPECT_NEAR(none.breakdown.dp_total_s, none.breakdown.dp_s, 1e-12);
+  h.overlap_efficiency = 1;
+  h.intra.bandwidth = 1e12;  // fast enough to hide behind one backward: only the last bucket shows
+  const StepTimePrediction hidden = predict(cfg, 2, h);
+  EXPECT_LT(hidden.breakdown.dp_s, hidden.breakdown.dp_total_s);
+  EXPECT_NEAR(hidden.breakdown.dp_s, ring_all_reduce_s(0.5 * 1048576, 2, h.intra), 1e-12);
+  // ZeRO 3 moves 1.5 x the all-reduce's bytes per micro-batch.
+  RunConfig z3 = config({"parallel.dp=2", "parallel.zero=3", "train.batch_tokens=512"});
+  h.overlap_efficiency = 0;
+  h.intra.bandwidth = 1e9;
+  const StepTimePrediction z = predict(z3, 2, h);
+  EXPECT_GT(z.breakdown.dp_total_s, 1.4 * none.breakdown.dp_total_s);
+}
+
+TEST(StepTimeModel, TensorParallelAddsFourAllReducesPerLayer) {
+  RunConfig cfg = config({"parallel.tp=2"});
+  const StepTimePrediction p = predict(cfg, 2, ideal());
+  const double act = 4.0 * 4 * 64 * 128;
+  const double per = ring_all_reduce_s(act, 2, ideal().intra);
+  // 4 layers x (2 forward + 2 backward) + the embedding's sum + the loss's two (B T) sums.
+  EXPECT_NEAR(p.breakdown.tp_s, 16 * per + per + 2 * ring_all_reduce_s(4.0 * 256, 2, ideal().intra), 1e-12);
+}
+
+TEST(StepTimeModel, LayoutErrorsComeBackUnchanged) {
+  RunConfig cfg = config({"parallel.tp=3"});
+  auto r = predict_step_time(cfg, 3, ideal());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("parallel.tp=3"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace tessera
