@@ -16,11 +16,6 @@ namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-// A Work (or communicator) of a dropped worker may never complete: destroying it would wait forever.
-template <typename T>
-void leak(std::unique_ptr<T>& p) {
-  (void)p.release();
-}
 }  // namespace
 
 // One shard: a server's range of one chunk buffer of one model-parallel position, and its AdamW.
@@ -110,15 +105,58 @@ ParamServer::ParamServer(Backend& backend, const PsRoles& roles, int index, Comm
 }
 
 ParamServer::~ParamServer() {
-  for (size_t w = 0; w < slots_.size(); ++w) {
-    Slot& s = *slots_[w];
-    if (s.live) continue;
-    for (auto* p : {&s.recv_header, &s.send_header}) leak(*p);
-    for (auto* v : {&s.recv_data, &s.send_data})
-      for (auto& p : *v) leak(p);
-    leak(links_[w]);
-  }
+  (void)release_dropped_workers();
   if (log_) std::fclose(log_);
+}
+
+std::vector<ReleasedWorker> ParamServer::release_dropped_workers() {
+  std::vector<ReleasedWorker> out;
+  for (int w = 0; w < roles_.workers; ++w)
+    if (!slots_[static_cast<size_t>(w)]->live && links_[static_cast<size_t>(w)]) out.push_back(release(w));
+  return out;
+}
+
+// Destroying a dropped worker's Works would wait for it (a Work's destructor waits: its buffers
+// must outlive the op), possibly for ever; so each is withdrawn or handed over first.
+ReleasedWorker ParamServer::release(int w) {
+  const double t0 = now_s();
+  std::unique_ptr<Slot>& slot = slots_[static_cast<size_t>(w)];
+  std::unique_ptr<Communicator>& link = links_[static_cast<size_t>(w)];
+  ReleasedWorker r;
+  r.worker = w;
+  auto abandon = [&r](std::unique_ptr<Work>& work) {
+    const Abandoned a = work ? work->abandon() : Abandoned::finished;
+    r.receives_withdrawn += a == Abandoned::withdrawn;
+    r.handed_over += a == Abandoned::handed_over;
+    work.reset();
+  };
+  abandon(slot->recv_header);
+  for (auto& work : slot->recv_data) abandon(work);
+  abandon(slot->send_header);
+  for (auto& work : slot->send_data) abandon(work);
+  for (const CollectiveRecord& op : link->recent_ops()) r.ops_left_running += op.state == OpState::running;
+  link->abandon();
+  link.reset();
+  if (r.handed_over > 0) {
+    // MPI may still use those buffers (should the worker come back before the job ends): the slot
+    // that holds them is kept for the rest of the process, not freed.
+    for (const auto* vs : {&slot->out, &slot->grads})
+      for (const auto& v : *vs) r.bytes_kept += static_cast<int64_t>(v.size() * sizeof(float));
+    for (const auto& v : slot->wire) r.bytes_kept += static_cast<int64_t>(v.size());
+    r.bytes_kept += static_cast<int64_t>(sizeof(Slot));
+    auto placeholder = std::make_unique<Slot>();
+    placeholder->position = slot->position;
+    placeholder->live = false;
+    placeholder->step = slot->step;
+    (void)slot.release();
+    slot = std::move(placeholder);
+  }
+  log_info("parameter server " + std::to_string(index_) + ": released dropped " + worker_name(w) + ": " +
+           std::to_string(r.receives_withdrawn) + " receive(s) withdrawn, " + std::to_string(r.handed_over) +
+           " unfinished message(s) handed to MPI (" + std::to_string(r.bytes_kept) + " bytes kept), " +
+           std::to_string(r.ops_left_running) + " op(s) left running, link freed in " +
+           std::to_string(now_s() - t0) + " s");
+  return r;
 }
 
 std::vector<OwnedState> ParamServer::owned_state() {

@@ -17,6 +17,7 @@
 // A server never blocks on one worker: one receive is posted per worker and all are polled. In the
 // async modes a worker that sends nothing for dead_after_s (while not waiting for this server) is
 // dropped and the others go on; in sync mode a missing worker is an error naming its world rank.
+// A dropped worker's handles are released without waiting for it (release_dropped_workers()).
 // Every answered push is logged as one JSON line (worker, step, versions, slowest step), so a test
 // can check the staleness bound.
 //
@@ -59,6 +60,16 @@ struct ParamServerOptions {
 
 class PsStopAgreement;
 
+// What releasing one dropped worker's handles did (ParamServer::release_dropped_workers).
+struct ReleasedWorker {
+  int worker = 0;
+  int receives_withdrawn = 0;  // its posted receives (the next push) that nothing had matched
+  int handed_over = 0;  // unfinished messages handed to MPI (Work::abandon): an answer it never
+                        // received, a push it died while sending ...
+  int64_t bytes_kept = 0;  // ... so their buffers (its slot) stay allocated for the process's life
+  int ops_left_running = 0;    // ops its link still records as running after the release (0: none)
+};
+
 class ParamServer final : public ParameterUpdate {
  public:
   // index: this server's index (0..S-1); servers: the group of server ranks (norm exchange);
@@ -90,6 +101,13 @@ class ParamServer final : public ParameterUpdate {
   int stop_signal() const { return stop_signal_; }
   int64_t stopped_after() const { return stopped_after_; }
   int live_workers() const;
+  // Releases the handles of every dropped worker not released yet, without waiting for it (it may
+  // have died or hang): its posted receives are withdrawn; an answer it never received, or a push
+  // it died while sending, is handed to MPI (Open MPI can withdraw neither; the slot holding their
+  // buffers is then kept, since MPI may still use them); its link is abandoned and freed (a
+  // point-to-point link shares nothing with the worker: MPI_Comm_free is local). The destructor
+  // calls it; each release is logged.
+  std::vector<ReleasedWorker> release_dropped_workers();
 
  private:
   struct Slot;
@@ -108,6 +126,7 @@ class ParamServer final : public ParameterUpdate {
   bool may_answer(int w) const;
   int64_t slowest() const;
   void drop(int w, const std::string& why);
+  ReleasedWorker release(int w);
   Status wait_sends();
 
   Backend& backend_;

@@ -9,6 +9,8 @@
 // Each worker w talks to the servers over its own communicator ("link" w: the worker is rank 0,
 // server s is rank 1 + s). A worker that dies breaks only its own link: a server can drop it and
 // keep serving the others (a timed-out op leaves its communicator unusable, see communicator.h).
+// Links carry point-to-point messages only (Communicator::split_point_to_point): a server frees a
+// dropped worker's link without it.
 //
 // One step of worker w, per server s (the messages of one push go out before any reply is awaited):
 //   worker -> server  PushHeader (tag kPushHeaderTag), then its gradient range of each chunk in
