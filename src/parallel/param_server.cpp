@@ -178,6 +178,41 @@ int ParamServer::live_workers() const {
   return n;
 }
 
+std::vector<int> ParamServer::lost_workers() const {
+  std::vector<int> out;
+  for (int w = 0; w < roles_.workers && w < kMaxLosableWorkers; ++w)
+    if (agreed_lost_ >> w & 1) out.push_back(w);  // worker w is world rank w
+  return out;
+}
+
+bool ParamServer::meets_at(int64_t step) const {
+  if (o_.consistency == PsConsistency::sync) return false;  // every step is a meeting
+  return o_.meet_at ? o_.meet_at(step) : o_.checkpoint_at(step);
+}
+
+// Async modes, before the first answer to meeting step `step`: the servers agree on the dropped
+// workers (a worker any server dropped is dropped by all; its pushes here are simply not answered).
+Status ParamServer::agree_on_lost(int64_t step) {
+  std::vector<int32_t> dropped(static_cast<size_t>(roles_.workers));
+  for (int w = 0; w < roles_.workers; ++w) dropped[static_cast<size_t>(w)] = !slots_[static_cast<size_t>(w)]->live;
+  if (servers_.size() > 1) {
+    const Status st = servers_.all_reduce_async(dropped.data(), dropped.data(), roles_.workers, DType::i32, ReduceOp::max).wait();
+    if (!st.ok()) return Status(st.code(), "parameter servers agreeing on the lost workers at step " + std::to_string(step) + ": " + st.message());
+  }
+  uint64_t lost = 0;
+  for (int w = 0; w < roles_.workers; ++w) {
+    if (!dropped[static_cast<size_t>(w)]) continue;
+    if (slots_[static_cast<size_t>(w)]->live) drop(w, "another parameter server dropped it");
+    if (w >= kMaxLosableWorkers)
+      return comm_error("parameter server " + std::to_string(index_) + ": lost " + worker_name(w) + ", which the servers' answers cannot name (only the first " +
+                        std::to_string(kMaxLosableWorkers) + " workers); restart the job from its last checkpoint with --resume");
+    lost |= uint64_t{1} << w;
+  }
+  agreed_lost_ = lost;
+  agreed_at_ = step;
+  return Status::ok_status();
+}
+
 int64_t ParamServer::slowest() const {
   int64_t m = INT64_MAX;
   for (const auto& s : slots_)
@@ -333,6 +368,7 @@ Status ParamServer::apply_sync_step() {
 bool ParamServer::may_answer(int w) const {
   const Slot& s = *slots_[static_cast<size_t>(w)];
   if (s.step >= last_step()) return slowest() >= last_step();  // everyone ends on the same parameters
+  if (meets_at(s.step) && slowest() < s.step) return false;     // the workers meet after it: wait for all
   if (o_.consistency == PsConsistency::ssp) return s.step - slowest() <= o_.staleness;
   return true;
 }
@@ -346,7 +382,7 @@ Status ParamServer::answer(int w) {
     if (p) TS_RETURN_IF_ERROR(p->wait());
   const auto& chunks = units_[static_cast<size_t>(s.position)];
   s.reply = ReplyHeader{version_of(s.position), s.step, o_.consistency == PsConsistency::sync ? last_norm_ : 0.0,
-                        stop_signal_, stopped_after_};
+                        stop_signal_, stopped_after_, agreed_lost_};
   s.send_header = std::make_unique<Work>(link.send_async(&s.reply, sizeof(ReplyHeader), DType::u8, 0, kReplyHeaderTag));
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Unit& u = *chunks[c];
@@ -362,6 +398,7 @@ Status ParamServer::answer(int w) {
     std::fflush(log_);  // the job may end by abort_job (a dead peer): keep every record
   }
   s.pending = false;
+  s.last_heard = now_s();  // it waited for this answer (ssp, a meeting step): its silence starts now
   if (s.step < last_step()) post(w);
   return Status::ok_status();
 }
@@ -441,6 +478,10 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     for (int w = 0; w < roles_.workers; ++w) {
       Slot& s = *slots_[static_cast<size_t>(w)];
       if (s.live && s.pending && may_answer(w)) {
+        if (meets_at(s.step) && agreed_at_ < s.step) {
+          TS_RETURN_IF_ERROR(agree_on_lost(s.step));
+          if (!s.live) continue;
+        }
         TS_RETURN_IF_ERROR(answer(w));
         progress = true;
       }
@@ -450,6 +491,10 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     const int64_t lo = slowest();
     for (const auto& s : slots_) level = level && (!s->live || (s->step == lo && !s->pending));
     if (level && lo > checkpointed) {
+      if (agreed_at_ == lo && agreed_lost_ != announced_lost_ && o_.on_lost) {  // before the workers' collectives
+        TS_RETURN_IF_ERROR(o_.on_lost(lost_workers()));
+        announced_lost_ = agreed_lost_;
+      }
       if (o_.checkpoint_at(lo) || lo == stopped_after_) {
         TS_RETURN_IF_ERROR(wait_sends());
         TS_RETURN_IF_ERROR(o_.checkpoint(lo, lo >= last_step()));

@@ -55,6 +55,14 @@ struct ParamServerOptions {
   // over the servers (param_server_protocol.h), it ends the run after one step with a checkpoint.
   std::function<int()> stop_requested;
   std::function<Status(int64_t step)> on_step;      // when the first push of worker step `step` arrives (fault injection)
+  // Async modes: the steps after which the workers meet in a collective (checkpoints, evaluations,
+  // the last step; null: the checkpoint steps). The answer to such a step waits for every live
+  // worker's push of it; then the servers agree on the dropped workers (an all-reduce), the answers
+  // carry that set (ReplyHeader::lost), and when it grew, on_lost runs (with the world ranks of
+  // every worker lost so far) once every live worker has its answer: the workers do the same, so
+  // all live ranks can rebuild their communicators without the lost (Communicator::without).
+  std::function<bool(int64_t step)> meet_at;
+  std::function<Status(const std::vector<int>& lost_world_ranks)> on_lost;
   std::string log_path;     // the push log (JSON lines; appended to); "" = none
 };
 
@@ -101,6 +109,8 @@ class ParamServer final : public ParameterUpdate {
   int stop_signal() const { return stop_signal_; }
   int64_t stopped_after() const { return stopped_after_; }
   int live_workers() const;
+  // The workers the servers agreed were lost (world ranks), as of the last meeting step.
+  std::vector<int> lost_workers() const;
   // Releases the handles of every dropped worker not released yet, without waiting for it (it may
   // have died or hang): its posted receives are withdrawn; an answer it never received, or a push
   // it died while sending, is handed to MPI (Open MPI can withdraw neither; the slot holding their
@@ -128,6 +138,8 @@ class ParamServer final : public ParameterUpdate {
   void drop(int w, const std::string& why);
   ReleasedWorker release(int w);
   Status wait_sends();
+  bool meets_at(int64_t step) const;
+  Status agree_on_lost(int64_t step);
 
   Backend& backend_;
   PsRoles roles_;
@@ -142,6 +154,9 @@ class ParamServer final : public ParameterUpdate {
   int stop_signal_ = 0;       // the agreed stop signal (0: none) ...
   int64_t stopped_after_ = 0; // ... and the step every rank stops after
   std::unique_ptr<PsStopAgreement> stop_agreement_;  // async modes
+  uint64_t agreed_lost_ = 0;     // bit w: worker w lost, agreed at the last meeting step ...
+  int64_t agreed_at_ = 0;        // ... which is this one
+  uint64_t announced_lost_ = 0;  // the set on_lost last ran with
   ParamServerOptions o_;
   std::FILE* log_ = nullptr;
   double t_start_ = 0;

@@ -260,6 +260,23 @@ TEST(AbandonedSend, HandsAnUnreceivedSendToMpiAtOnce) {
   ASSERT_TRUE(w.barrier().ok());
 }
 
+// Communicator::without: the remaining ranks alone build it (rank 1 takes no part, as a dead or
+// hung rank would not) and keep their order; a collective on it involves them only.
+TEST(Without, TheRemainingRanksAloneBuildIt) {
+  Communicator& w = world();
+  if (w.rank() != 1) {
+    auto rest = w.without({1}, "rest");
+    ASSERT_TRUE(rest.ok()) << rest.status().to_string();
+    EXPECT_EQ((*rest)->size(), w.size() - 1);
+    EXPECT_EQ((*rest)->rank(), w.rank() > 1 ? w.rank() - 1 : w.rank());
+    int32_t mine = w.rank(), sum = -1;
+    ASSERT_TRUE((*rest)->all_reduce(&mine, &sum, 1, DType::i32).ok());
+    EXPECT_EQ(sum, w.size() * (w.size() - 1) / 2 - 1);  // every world rank but 1
+    EXPECT_FALSE(w.without({w.rank()}, "self").ok());   // a rank cannot exclude itself
+  }
+  ASSERT_TRUE(w.barrier().ok());
+}
+
 TEST(Diagnostics, SequenceNumbersMatchAcrossRanks) {
   Communicator& w = world();
   ASSERT_TRUE(w.barrier().ok());

@@ -360,6 +360,26 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::split(int color, int key,
   return split_with(color, key, name, /*heartbeat=*/true);
 }
 
+Result<std::unique_ptr<Communicator>> MpiCommunicator::without(const std::vector<int>& excluded, const std::string& name) {
+  CommOp op;
+  op.kind = CollectiveKind::split;
+  if (!broken_.empty()) return comm_error("without: " + broken_);
+  for (int r : excluded)
+    if (r < 0 || r >= size_ || r == rank_)
+      return invalid_argument("without: rank " + std::to_string(r) + " cannot be excluded by rank " + std::to_string(rank_) +
+                              " of '" + name_ + "' (size " + std::to_string(size_) + ")");
+  MPI_Group all, kept;
+  MPI_Comm_group(comm_, &all);
+  MPI_Group_excl(all, static_cast<int>(excluded.size()), excluded.data(), &kept);
+  MPI_Comm sub = MPI_COMM_NULL;
+  // Not a collective of this communicator (the excluded take no part): no sequence number, no heartbeat.
+  const int err = MPI_Comm_create_group(comm_, kept, /*tag=*/7301, &sub);
+  MPI_Group_free(&kept);
+  MPI_Group_free(&all);
+  if (err != MPI_SUCCESS) return mpi_failure(op, seq_, err);
+  return std::unique_ptr<Communicator>(new MpiCommunicator(sub, name_ + "/" + name, options_, ops_, knob_, true));
+}
+
 Result<std::unique_ptr<Communicator>> MpiCommunicator::split_point_to_point(int color, int key, const std::string& name) {
   return split_with(color, key, name, /*heartbeat=*/false);
 }
