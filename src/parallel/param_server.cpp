@@ -8,47 +8,11 @@
 
 #include "core/log.h"
 #include "parallel/param_server_replica.h"
+#include "parallel/param_server_state.h"
 #include "parallel/param_server_stop.h"
 
 namespace tessera {
 
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
-// One shard: a server's range of one chunk buffer of one model-parallel position, and its AdamW.
-struct ParamServer::Unit {
-  Unit(Backend& backend, ParamStore& s, FlatRange r, const AdamWConfig& optim)
-      : store(s), range(r), opt(s.layout(), optim, r.begin, r.end, &backend) {}
-  ParamStore& store;
-  FlatRange range;
-  AdamW opt;
-  std::vector<FlatRange> counted;  // the parts of `range` (relative to its begin) the norm counts
-  std::vector<float> sum;          // sync: the averaged gradient of the shard
-};
-
-// What the server keeps per worker; [c]: chunk c of its position.
-struct ParamServer::Slot {
-  int position = 0;
-  bool live = true;
-  bool posted = false;   // the receives of the next push are posted
-  bool arrived = false;  // sync: its push of the current step is in `grads`
-  bool pending = false;  // its push is applied (sync: averaged) but not yet answered
-  int64_t step = 0;      // steps it has completed (pushed)
-  PushHeader push;
-  std::vector<std::vector<float>> grads;   // the received gradient ranges
-  std::vector<std::vector<uint8_t>> wire;  // the received compressed pushes (with a compressor)
-  std::unique_ptr<Work> recv_header;
-  std::vector<std::unique_ptr<Work>> recv_data;
-  int64_t applied_version = 0;  // this server's version once its push was applied
-  double last_heard = 0;
-  ReplyHeader reply;
-  std::vector<std::vector<float>> out;  // the parameters of the answer (a copy: later pushes change the shard)
-  std::unique_ptr<Work> send_header;
-  std::vector<std::unique_ptr<Work>> send_data;
-};
 
 namespace {
 // [0, range) minus the tensors the norm does not count: a whole range when every tensor counts,
@@ -109,56 +73,6 @@ ParamServer::~ParamServer() {
   if (log_) std::fclose(log_);
 }
 
-std::vector<ReleasedWorker> ParamServer::release_dropped_workers() {
-  std::vector<ReleasedWorker> out;
-  for (int w = 0; w < roles_.workers; ++w)
-    if (!slots_[static_cast<size_t>(w)]->live && links_[static_cast<size_t>(w)]) out.push_back(release(w));
-  return out;
-}
-
-// Destroying a dropped worker's Works would wait for it (a Work's destructor waits: its buffers
-// must outlive the op), possibly for ever; so each is withdrawn or handed over first.
-ReleasedWorker ParamServer::release(int w) {
-  const double t0 = now_s();
-  std::unique_ptr<Slot>& slot = slots_[static_cast<size_t>(w)];
-  std::unique_ptr<Communicator>& link = links_[static_cast<size_t>(w)];
-  ReleasedWorker r;
-  r.worker = w;
-  auto abandon = [&r](std::unique_ptr<Work>& work) {
-    const Abandoned a = work ? work->abandon() : Abandoned::finished;
-    r.receives_withdrawn += a == Abandoned::withdrawn;
-    r.handed_over += a == Abandoned::handed_over;
-    work.reset();
-  };
-  abandon(slot->recv_header);
-  for (auto& work : slot->recv_data) abandon(work);
-  abandon(slot->send_header);
-  for (auto& work : slot->send_data) abandon(work);
-  for (const CollectiveRecord& op : link->recent_ops()) r.ops_left_running += op.state == OpState::running;
-  link->abandon();
-  link.reset();
-  if (r.handed_over > 0) {
-    // MPI may still use those buffers (should the worker come back before the job ends): the slot
-    // that holds them is kept for the rest of the process, not freed.
-    for (const auto* vs : {&slot->out, &slot->grads})
-      for (const auto& v : *vs) r.bytes_kept += static_cast<int64_t>(v.size() * sizeof(float));
-    for (const auto& v : slot->wire) r.bytes_kept += static_cast<int64_t>(v.size());
-    r.bytes_kept += static_cast<int64_t>(sizeof(Slot));
-    auto placeholder = std::make_unique<Slot>();
-    placeholder->position = slot->position;
-    placeholder->live = false;
-    placeholder->step = slot->step;
-    (void)slot.release();
-    slot = std::move(placeholder);
-  }
-  log_info("parameter server " + std::to_string(index_) + ": released dropped " + worker_name(w) + ": " +
-           std::to_string(r.receives_withdrawn) + " receive(s) withdrawn, " + std::to_string(r.handed_over) +
-           " unfinished message(s) handed to MPI (" + std::to_string(r.bytes_kept) + " bytes kept), " +
-           std::to_string(r.ops_left_running) + " op(s) left running, link freed in " +
-           std::to_string(now_s() - t0) + " s");
-  return r;
-}
-
 std::vector<OwnedState> ParamServer::owned_state() {
   std::vector<OwnedState> out;
   for (const auto& chunks : units_)
@@ -176,41 +90,6 @@ int ParamServer::live_workers() const {
   int n = 0;
   for (const auto& s : slots_) n += s->live;
   return n;
-}
-
-std::vector<int> ParamServer::lost_workers() const {
-  std::vector<int> out;
-  for (int w = 0; w < roles_.workers && w < kMaxLosableWorkers; ++w)
-    if (agreed_lost_ >> w & 1) out.push_back(w);  // worker w is world rank w
-  return out;
-}
-
-bool ParamServer::meets_at(int64_t step) const {
-  if (o_.consistency == PsConsistency::sync) return false;  // every step is a meeting
-  return o_.meet_at ? o_.meet_at(step) : o_.checkpoint_at(step);
-}
-
-// Async modes, before the first answer to meeting step `step`: the servers agree on the dropped
-// workers (a worker any server dropped is dropped by all; its pushes here are simply not answered).
-Status ParamServer::agree_on_lost(int64_t step) {
-  std::vector<int32_t> dropped(static_cast<size_t>(roles_.workers));
-  for (int w = 0; w < roles_.workers; ++w) dropped[static_cast<size_t>(w)] = !slots_[static_cast<size_t>(w)]->live;
-  if (servers_.size() > 1) {
-    const Status st = servers_.all_reduce_async(dropped.data(), dropped.data(), roles_.workers, DType::i32, ReduceOp::max).wait();
-    if (!st.ok()) return Status(st.code(), "parameter servers agreeing on the lost workers at step " + std::to_string(step) + ": " + st.message());
-  }
-  uint64_t lost = 0;
-  for (int w = 0; w < roles_.workers; ++w) {
-    if (!dropped[static_cast<size_t>(w)]) continue;
-    if (slots_[static_cast<size_t>(w)]->live) drop(w, "another parameter server dropped it");
-    if (w >= kMaxLosableWorkers)
-      return comm_error("parameter server " + std::to_string(index_) + ": lost " + worker_name(w) + ", which the servers' answers cannot name (only the first " +
-                        std::to_string(kMaxLosableWorkers) + " workers); restart the job from its last checkpoint with --resume");
-    lost |= uint64_t{1} << w;
-  }
-  agreed_lost_ = lost;
-  agreed_at_ = step;
-  return Status::ok_status();
 }
 
 int64_t ParamServer::slowest() const {
@@ -263,7 +142,7 @@ Result<bool> ParamServer::poll(int w) {
       compressor_->accumulate(s.wire[c].data(), static_cast<int64_t>(s.grads[c].size()), 1.f, s.grads[c].data());
     }
   ++s.step;
-  s.last_heard = now_s();
+  s.last_heard = ps_now_s();
   return true;
 }
 
@@ -394,11 +273,11 @@ Status ParamServer::answer(int w) {
                  "{\"server\": %d, \"worker\": %d, \"step\": %lld, \"read_version\": %lld, \"applied_version\": %lld, "
                  "\"reply_version\": %lld, \"slowest\": %lld, \"t\": %.6f}\n",
                  index_, w, (long long)s.step, (long long)s.push.read_version, (long long)s.applied_version,
-                 (long long)s.reply.version, (long long)slowest(), now_s() - t_start_);
+                 (long long)s.reply.version, (long long)slowest(), ps_now_s() - t_start_);
     std::fflush(log_);  // the job may end by abort_job (a dead peer): keep every record
   }
   s.pending = false;
-  s.last_heard = now_s();  // it waited for this answer (ssp, a meeting step): its silence starts now
+  s.last_heard = ps_now_s();  // it waited for this answer (ssp, a meeting step): its silence starts now
   if (s.step < last_step()) post(w);
   return Status::ok_status();
 }
@@ -427,7 +306,7 @@ Status ParamServer::broadcast_parameters() {
 
 Status ParamServer::serve(const ParamServerOptions& options) {
   o_ = options;
-  t_start_ = now_s();
+  t_start_ = ps_now_s();
   if (!o_.log_path.empty() && !log_) log_ = std::fopen(o_.log_path.c_str(), "a");
   for (auto& s : slots_) {
     s->step = o_.first_step;
@@ -498,14 +377,14 @@ Status ParamServer::serve(const ParamServerOptions& options) {
       if (o_.checkpoint_at(lo) || lo == stopped_after_) {
         TS_RETURN_IF_ERROR(wait_sends());
         TS_RETURN_IF_ERROR(o_.checkpoint(lo, lo >= last_step()));
-        for (auto& s : slots_) s->last_heard = now_s();
+        for (auto& s : slots_) s->last_heard = ps_now_s();
       }
       checkpointed = lo;
     }
     if (checkpointed >= last_step()) break;
     if (live_workers() == 0) return comm_error("parameter server " + std::to_string(index_) + ": every worker was dropped");
     if (!sync && o_.dead_after_s > 0) {
-      const double now = now_s();
+      const double now = ps_now_s();
       for (int w = 0; w < roles_.workers; ++w) {
         Slot& s = *slots_[static_cast<size_t>(w)];
         // A worker waiting for this server's answer, or saving a checkpoint its peers have not reached, is not silent.
