@@ -1,6 +1,7 @@
 // tessera train --config run.toml [section.key=value ...] [--resume]: one process or an mpirun job.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -107,6 +108,24 @@ int run_train(const TrainArgs& a) {
   opts.stop_signal = &stop_signals.received();
   auto summary = run_training(cfg.value(), *world.value(), opts);
   if (!summary.ok()) return fail_job_on(summary.status());
+  if (!summary->lost_workers.empty()) {
+    // A lost worker hangs or is gone: MPI_Finalize (and freeing the world's window) would wait for it
+    // for ever (or, under mpirun --enable-recovery, hang about every other time). The survivors are
+    // done and their last checkpoint complete: the first of them ends the job, taking a hung worker
+    // with it. (Under --enable-recovery mpirun exits 0 whatever a rank returns: read the report.)
+    world.value()->abandon();
+    const int code = exit_code(ExitCode::communication);
+    if (!summary->lost_report.empty()) {
+      std::fprintf(stderr, "warning: %s (the job ends with exit code %d: MPI cannot finish a job that lost a rank)\n",
+                   summary->lost_report.c_str(), code);
+      std::fflush(stderr);
+      std::fflush(stdout);
+      MPI_Abort(MPI_COMM_WORLD, code);
+    }
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // the first survivor's MPI_Abort ends this process
+    std::_Exit(code);
+  }
   const bool preempted = summary->stop_signal != 0;
   if (a.json && mpi.world_rank() == 0) {
     nlohmann::json j = summary_json(*summary, *cfg, mpi.world_size());

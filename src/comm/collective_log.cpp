@@ -13,6 +13,7 @@ std::string_view op_state_name(OpState s) {
     case OpState::failed: return "failed";
     case OpState::timed_out: return "timed_out";
     case OpState::cancelled: return "cancelled";
+    case OpState::released: return "released";
   }
   return "?";
 }

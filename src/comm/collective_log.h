@@ -11,7 +11,8 @@
 
 namespace tessera {
 
-enum class OpState : uint8_t { running, done, failed, timed_out, cancelled };
+// released: an unfinished send or matched receive handed to the library, its peer gone (Work::abandon).
+enum class OpState : uint8_t { running, done, failed, timed_out, cancelled, released };
 std::string_view op_state_name(OpState s);
 
 struct CollectiveRecord {

@@ -73,6 +73,16 @@ class Communicator {
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // color < 0: this rank joins none (returns nullptr).
   virtual Result<std::unique_ptr<Communicator>> split(int color, int key, const std::string& name) = 0;
+  // A communicator of every rank but `excluded` (ranks of this communicator, sorted), in the same
+  // order. Collective over the remaining ranks only: the excluded may be dead or hung (a lost
+  // parameter-server worker). Not for an excluded rank to call.
+  virtual Result<std::unique_ptr<Communicator>> without(const std::vector<int>& excluded, const std::string& name) = 0;
+  // As split(), for a communicator that will carry point-to-point messages only: the backend may
+  // leave out what only collectives need (the MPI heartbeat window), so that a rank can free it
+  // without its peers -- e.g. the link to a parameter-server worker that died (param_server.h).
+  virtual Result<std::unique_ptr<Communicator>> split_point_to_point(int color, int key, const std::string& name) {
+    return split(color, key, name);
+  }
 
   // --- raw buffers ---
   Status all_reduce(const void* send, void* recv, int64_t count, DType dt, ReduceOp op = ReduceOp::sum);

@@ -44,6 +44,13 @@ bool Work::cancel() {
   return withdrawn;
 }
 
+Abandoned Work::abandon() {
+  if (!impl_) return Abandoned::finished;
+  const Abandoned a = impl_->abandon();
+  impl_.reset();  // its status is not waited for: the peer is gone
+  return a;
+}
+
 bool Work::test() {
   if (!impl_) return true;
   if (!impl_->test()) return false;

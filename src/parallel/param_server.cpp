@@ -8,52 +8,11 @@
 
 #include "core/log.h"
 #include "parallel/param_server_replica.h"
+#include "parallel/param_server_state.h"
 #include "parallel/param_server_stop.h"
 
 namespace tessera {
 
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-// A Work (or communicator) of a dropped worker may never complete: destroying it would wait forever.
-template <typename T>
-void leak(std::unique_ptr<T>& p) {
-  (void)p.release();
-}
-}  // namespace
-
-// One shard: a server's range of one chunk buffer of one model-parallel position, and its AdamW.
-struct ParamServer::Unit {
-  Unit(Backend& backend, ParamStore& s, FlatRange r, const AdamWConfig& optim)
-      : store(s), range(r), opt(s.layout(), optim, r.begin, r.end, &backend) {}
-  ParamStore& store;
-  FlatRange range;
-  AdamW opt;
-  std::vector<FlatRange> counted;  // the parts of `range` (relative to its begin) the norm counts
-  std::vector<float> sum;          // sync: the averaged gradient of the shard
-};
-
-// What the server keeps per worker; [c]: chunk c of its position.
-struct ParamServer::Slot {
-  int position = 0;
-  bool live = true;
-  bool posted = false;   // the receives of the next push are posted
-  bool arrived = false;  // sync: its push of the current step is in `grads`
-  bool pending = false;  // its push is applied (sync: averaged) but not yet answered
-  int64_t step = 0;      // steps it has completed (pushed)
-  PushHeader push;
-  std::vector<std::vector<float>> grads;   // the received gradient ranges
-  std::vector<std::vector<uint8_t>> wire;  // the received compressed pushes (with a compressor)
-  std::unique_ptr<Work> recv_header;
-  std::vector<std::unique_ptr<Work>> recv_data;
-  int64_t applied_version = 0;  // this server's version once its push was applied
-  double last_heard = 0;
-  ReplyHeader reply;
-  std::vector<std::vector<float>> out;  // the parameters of the answer (a copy: later pushes change the shard)
-  std::unique_ptr<Work> send_header;
-  std::vector<std::unique_ptr<Work>> send_data;
-};
 
 namespace {
 // [0, range) minus the tensors the norm does not count: a whole range when every tensor counts,
@@ -110,14 +69,7 @@ ParamServer::ParamServer(Backend& backend, const PsRoles& roles, int index, Comm
 }
 
 ParamServer::~ParamServer() {
-  for (size_t w = 0; w < slots_.size(); ++w) {
-    Slot& s = *slots_[w];
-    if (s.live) continue;
-    for (auto* p : {&s.recv_header, &s.send_header}) leak(*p);
-    for (auto* v : {&s.recv_data, &s.send_data})
-      for (auto& p : *v) leak(p);
-    leak(links_[w]);
-  }
+  (void)release_dropped_workers();
   if (log_) std::fclose(log_);
 }
 
@@ -190,7 +142,7 @@ Result<bool> ParamServer::poll(int w) {
       compressor_->accumulate(s.wire[c].data(), static_cast<int64_t>(s.grads[c].size()), 1.f, s.grads[c].data());
     }
   ++s.step;
-  s.last_heard = now_s();
+  s.last_heard = ps_now_s();
   return true;
 }
 
@@ -295,6 +247,7 @@ Status ParamServer::apply_sync_step() {
 bool ParamServer::may_answer(int w) const {
   const Slot& s = *slots_[static_cast<size_t>(w)];
   if (s.step >= last_step()) return slowest() >= last_step();  // everyone ends on the same parameters
+  if (meets_at(s.step) && slowest() < s.step) return false;     // the workers meet after it: wait for all
   if (o_.consistency == PsConsistency::ssp) return s.step - slowest() <= o_.staleness;
   return true;
 }
@@ -308,7 +261,7 @@ Status ParamServer::answer(int w) {
     if (p) TS_RETURN_IF_ERROR(p->wait());
   const auto& chunks = units_[static_cast<size_t>(s.position)];
   s.reply = ReplyHeader{version_of(s.position), s.step, o_.consistency == PsConsistency::sync ? last_norm_ : 0.0,
-                        stop_signal_, stopped_after_};
+                        stop_signal_, stopped_after_, agreed_lost_};
   s.send_header = std::make_unique<Work>(link.send_async(&s.reply, sizeof(ReplyHeader), DType::u8, 0, kReplyHeaderTag));
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Unit& u = *chunks[c];
@@ -320,10 +273,11 @@ Status ParamServer::answer(int w) {
                  "{\"server\": %d, \"worker\": %d, \"step\": %lld, \"read_version\": %lld, \"applied_version\": %lld, "
                  "\"reply_version\": %lld, \"slowest\": %lld, \"t\": %.6f}\n",
                  index_, w, (long long)s.step, (long long)s.push.read_version, (long long)s.applied_version,
-                 (long long)s.reply.version, (long long)slowest(), now_s() - t_start_);
+                 (long long)s.reply.version, (long long)slowest(), ps_now_s() - t_start_);
     std::fflush(log_);  // the job may end by abort_job (a dead peer): keep every record
   }
   s.pending = false;
+  s.last_heard = ps_now_s();  // it waited for this answer (ssp, a meeting step): its silence starts now
   if (s.step < last_step()) post(w);
   return Status::ok_status();
 }
@@ -352,7 +306,7 @@ Status ParamServer::broadcast_parameters() {
 
 Status ParamServer::serve(const ParamServerOptions& options) {
   o_ = options;
-  t_start_ = now_s();
+  t_start_ = ps_now_s();
   if (!o_.log_path.empty() && !log_) log_ = std::fopen(o_.log_path.c_str(), "a");
   for (auto& s : slots_) {
     s->step = o_.first_step;
@@ -403,6 +357,10 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     for (int w = 0; w < roles_.workers; ++w) {
       Slot& s = *slots_[static_cast<size_t>(w)];
       if (s.live && s.pending && may_answer(w)) {
+        if (meets_at(s.step) && agreed_at_ < s.step) {
+          TS_RETURN_IF_ERROR(agree_on_lost(s.step));
+          if (!s.live) continue;
+        }
         TS_RETURN_IF_ERROR(answer(w));
         progress = true;
       }
@@ -412,17 +370,21 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     const int64_t lo = slowest();
     for (const auto& s : slots_) level = level && (!s->live || (s->step == lo && !s->pending));
     if (level && lo > checkpointed) {
+      if (agreed_at_ == lo && agreed_lost_ != announced_lost_ && o_.on_lost) {  // before the workers' collectives
+        TS_RETURN_IF_ERROR(o_.on_lost(lost_workers()));
+        announced_lost_ = agreed_lost_;
+      }
       if (o_.checkpoint_at(lo) || lo == stopped_after_) {
         TS_RETURN_IF_ERROR(wait_sends());
         TS_RETURN_IF_ERROR(o_.checkpoint(lo, lo >= last_step()));
-        for (auto& s : slots_) s->last_heard = now_s();
+        for (auto& s : slots_) s->last_heard = ps_now_s();
       }
       checkpointed = lo;
     }
     if (checkpointed >= last_step()) break;
     if (live_workers() == 0) return comm_error("parameter server " + std::to_string(index_) + ": every worker was dropped");
     if (!sync && o_.dead_after_s > 0) {
-      const double now = now_s();
+      const double now = ps_now_s();
       for (int w = 0; w < roles_.workers; ++w) {
         Slot& s = *slots_[static_cast<size_t>(w)];
         // A worker waiting for this server's answer, or saving a checkpoint its peers have not reached, is not silent.

@@ -17,6 +17,7 @@
 // A server never blocks on one worker: one receive is posted per worker and all are polled. In the
 // async modes a worker that sends nothing for dead_after_s (while not waiting for this server) is
 // dropped and the others go on; in sync mode a missing worker is an error naming its world rank.
+// A dropped worker's handles are released without waiting for it (release_dropped_workers()).
 // Every answered push is logged as one JSON line (worker, step, versions, slowest step), so a test
 // can check the staleness bound.
 //
@@ -54,10 +55,28 @@ struct ParamServerOptions {
   // over the servers (param_server_protocol.h), it ends the run after one step with a checkpoint.
   std::function<int()> stop_requested;
   std::function<Status(int64_t step)> on_step;      // when the first push of worker step `step` arrives (fault injection)
+  // Async modes: the steps after which the workers meet in a collective (checkpoints, evaluations,
+  // the last step; null: the checkpoint steps). The answer to such a step waits for every live
+  // worker's push of it; then the servers agree on the dropped workers (an all-reduce), the answers
+  // carry that set (ReplyHeader::lost), and when it grew, on_lost runs (with the world ranks of
+  // every worker lost so far) once every live worker has its answer: the workers do the same, so
+  // all live ranks can rebuild their communicators without the lost (Communicator::without).
+  std::function<bool(int64_t step)> meet_at;
+  std::function<Status(const std::vector<int>& lost_world_ranks)> on_lost;
   std::string log_path;     // the push log (JSON lines; appended to); "" = none
 };
 
 class PsStopAgreement;
+
+// What releasing one dropped worker's handles did (ParamServer::release_dropped_workers).
+struct ReleasedWorker {
+  int worker = 0;
+  int receives_withdrawn = 0;  // its posted receives (the next push) that nothing had matched
+  int handed_over = 0;  // unfinished messages handed to MPI (Work::abandon): an answer it never
+                        // received, a push it died while sending ...
+  int64_t bytes_kept = 0;  // ... so their buffers (its slot) stay allocated for the process's life
+  int ops_left_running = 0;    // ops its link still records as running after the release (0: none)
+};
 
 class ParamServer final : public ParameterUpdate {
  public:
@@ -90,6 +109,15 @@ class ParamServer final : public ParameterUpdate {
   int stop_signal() const { return stop_signal_; }
   int64_t stopped_after() const { return stopped_after_; }
   int live_workers() const;
+  // The workers the servers agreed were lost (world ranks), as of the last meeting step.
+  std::vector<int> lost_workers() const;
+  // Releases the handles of every dropped worker not released yet, without waiting for it (it may
+  // have died or hang): its posted receives are withdrawn; an answer it never received, or a push
+  // it died while sending, is handed to MPI (Open MPI can withdraw neither; the slot holding their
+  // buffers is then kept, since MPI may still use them); its link is abandoned and freed (a
+  // point-to-point link shares nothing with the worker: MPI_Comm_free is local). The destructor
+  // calls it; each release is logged.
+  std::vector<ReleasedWorker> release_dropped_workers();
 
  private:
   struct Slot;
@@ -108,7 +136,10 @@ class ParamServer final : public ParameterUpdate {
   bool may_answer(int w) const;
   int64_t slowest() const;
   void drop(int w, const std::string& why);
+  ReleasedWorker release(int w);
   Status wait_sends();
+  bool meets_at(int64_t step) const;
+  Status agree_on_lost(int64_t step);
 
   Backend& backend_;
   PsRoles roles_;
@@ -123,6 +154,9 @@ class ParamServer final : public ParameterUpdate {
   int stop_signal_ = 0;       // the agreed stop signal (0: none) ...
   int64_t stopped_after_ = 0; // ... and the step every rank stops after
   std::unique_ptr<PsStopAgreement> stop_agreement_;  // async modes
+  uint64_t agreed_lost_ = 0;     // bit w: worker w lost, agreed at the last meeting step ...
+  int64_t agreed_at_ = 0;        // ... which is this one
+  uint64_t announced_lost_ = 0;  // the set on_lost last ran with
   ParamServerOptions o_;
   std::FILE* log_ = nullptr;
   double t_start_ = 0;

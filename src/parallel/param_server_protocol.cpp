@@ -25,7 +25,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_ps_links(Communicator& w
     const bool member = r == w || roles.is_server(r);
     const int key = r == w ? 0 : 1 + roles.server_index(r);
     TS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> link,
-                        world.split(member ? 0 : -1, key, "ps_link_w" + std::to_string(w)));
+                        world.split_point_to_point(member ? 0 : -1, key, "ps_link_w" + std::to_string(w)));
     links[static_cast<size_t>(w)] = std::move(link);
   }
   return links;

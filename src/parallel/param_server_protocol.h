@@ -9,6 +9,8 @@
 // Each worker w talks to the servers over its own communicator ("link" w: the worker is rank 0,
 // server s is rank 1 + s). A worker that dies breaks only its own link: a server can drop it and
 // keep serving the others (a timed-out op leaves its communicator unusable, see communicator.h).
+// Links carry point-to-point messages only (Communicator::split_point_to_point): a server frees a
+// dropped worker's link without it.
 //
 // One step of worker w, per server s (the messages of one push go out before any reply is awaited):
 //   worker -> server  PushHeader (tag kPushHeaderTag), then its gradient range of each chunk in
@@ -85,8 +87,12 @@ struct ReplyHeader {
   double grad_norm = 0;    // sync: global norm of the averaged gradient before clipping; async: 0
   int64_t stop_signal = 0; // preemption: every rank stops after step stop_after on this signal
   int64_t stop_after = 0;  // (0, 0: go on; this server may not know yet, see below)
+  uint64_t lost = 0;       // async modes: bit w = worker w was dropped, as the servers agreed at the
+                           // last step where the workers meet (ParamServerOptions::meet_at)
 };
-static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 5 * sizeof(int64_t));
+static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 6 * sizeof(int64_t));
+// Workers a lost set can name (ReplyHeader::lost); beyond, a dropped worker ends the run.
+inline constexpr int kMaxLosableWorkers = 64;
 
 // Collective over `world`: one link communicator per worker ({worker w, servers 0..S-1}). A worker
 // gets a vector with only its own link non-null; a server gets all W.

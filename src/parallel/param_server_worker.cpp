@@ -155,6 +155,14 @@ int ParamServerWorker::agreed_stop_signal() const {
   return static_cast<int>(sig);
 }
 
+std::vector<int> ParamServerWorker::lost_workers() const {
+  std::vector<int> out;
+  const uint64_t lost = reply_.front().lost;  // the servers agreed: all equal
+  for (int w = 0; w < roles_.workers && w < kMaxLosableWorkers; ++w)
+    if (lost >> w & 1) out.push_back(w);  // worker w is world rank w
+  return out;
+}
+
 Status ParamServerWorker::average_over_replicas(float* values, int64_t n) {
   Communicator& workers = *groups_.dp;
   if (consistency_ != PsConsistency::sync || workers.size() == 1) return Status::ok_status();

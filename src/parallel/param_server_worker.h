@@ -70,6 +70,9 @@ class ParamServerWorker final : public GradientSync {
   void set_stop_signal_source(const volatile std::sig_atomic_t* received) { stop_source_ = received; }
   // After update(): the signal on which every rank stops after this step (0: go on).
   int agreed_stop_signal() const;
+  // After update(), async modes: the world ranks of the workers the servers agreed were lost (as
+  // of the last step where the workers meet; ParamServerOptions::meet_at).
+  std::vector<int> lost_workers() const;
   // Its compressed pushes' error-feedback residuals, "ps_residual/server<s>.chunk<c>" (empty
   // without an error-feedback compressor), for checkpoints.
   std::vector<CompressionState> compression_state();

@@ -29,7 +29,7 @@ Result<double> validation_loss(TrainingRun& run) {
   run.val_loader->reset();
   TS_ASSIGN_OR_RETURN(EvalResult local, run.runner->evaluate(*run.val_loader, run.cfg.train.eval_batches));
   float m = static_cast<float>(local.mean_loss);
-  TS_RETURN_IF_ERROR(run.grid->dp().all_reduce_async(&m, &m, 1, DType::f32, ReduceOp::avg).wait());  // times out
+  TS_RETURN_IF_ERROR(eval_group(run).all_reduce_async(&m, &m, 1, DType::f32, ReduceOp::avg).wait());  // times out
   return static_cast<double>(m);
 }
 
@@ -146,10 +146,10 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     // during forward: there the buffers change outside the update, so they are copied.
     o.live_allowed = !is_param_server_run(cfg) && cfg.parallel.zero < 3;
     o.step_s = run.clock.last_step_s;
-    TS_RETURN_IF_ERROR(run.async_saver.start(run.world, cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
+    TS_RETURN_IF_ERROR(run.async_saver.start(checkpoint_world(run), cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
     if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
   } else {
-    TS_RETURN_IF_ERROR(save_training_checkpoint(run.world, cfg.train.out_dir, cfg.model, chunks, run.state,
+    TS_RETURN_IF_ERROR(save_training_checkpoint(checkpoint_world(run), cfg.train.out_dir, cfg.model, chunks, run.state,
                                                 static_cast<int>(cfg.train.keep_checkpoints), run.run_json,
                                                 faults->shard_write_fault(step)));
     TS_RETURN_IF_ERROR(faults->after_checkpoint(step, checkpoint::checkpoint_target(cfg.train.out_dir, step).final_dir()));
@@ -224,6 +224,8 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
 
   const bool planned_last = run.state.step == cfg.train.steps ||
                             (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);
+  // A parameter-server worker lost since the last such step: the collectives below go on without it.
+  if (is_param_server_run(cfg)) TS_RETURN_IF_ERROR(follow_lost_workers(run));
   if (run.val_loader && (run.state.step % cfg.train.eval_interval == 0 || planned_last))
     TS_RETURN_IF_ERROR(evaluate_and_log(run));
   // After the evaluation, so a signal that arrived during it still stops the run at this step.
@@ -286,13 +288,24 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
   TS_RETURN_IF_ERROR(report_stragglers(run));
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));
-    TS_RETURN_IF_ERROR(run.world.barrier());
+    TS_RETURN_IF_ERROR(checkpoint_world(run).barrier());
     if (run.lead) TS_RETURN_IF_ERROR(Timeline::merge(run.opts.trace_path, run.world.size()));
   }
   TS_RETURN_IF_ERROR(run.async_saver.wait());  // a save in flight must be complete before the run ends
   // "preempted" carries the checkpoint, which the launcher names in its message.
   if (s.stop_signal) run.heartbeat.beat("preempted", run.state.step, s.preempted_checkpoint);
   else run.heartbeat.beat("done", run.state.step);
+  if (!s.lost_workers.empty()) {  // every survivor is done (its last checkpoint complete) before the job is ended
+    TS_RETURN_IF_ERROR(checkpoint_world(run).barrier());
+    if (checkpoint_world(run).rank() == 0) {
+      std::string names;
+      for (int r : s.lost_workers) names += (names.empty() ? "" : ", ") + std::to_string(r);
+      s.lost_report = "the run finished without the parameter-server worker(s) at world rank " + names +
+                      ", lost during it; its checkpoint of step " + std::to_string(run.state.step) + " (" +
+                      checkpoint::checkpoint_target(run.cfg.train.out_dir, run.state.step).final_dir() +
+                      ") is complete: resume on the whole job with --resume";
+    }
+  }
   run.finished_ok = true;
   return s;
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "checkpoint/writer.h"
+#include "core/log.h"
 
 #include "parallel/compression.h"
 #include "parallel/param_server.h"
@@ -84,6 +85,35 @@ void report_param_server_traffic(TrainingRun& run) {
   std::fflush(stdout);
 }
 
+Communicator& checkpoint_world(TrainingRun& run) { return run.world_survivors ? *run.world_survivors : run.world; }
+Communicator& eval_group(TrainingRun& run) { return run.dp_survivors ? *run.dp_survivors : run.grid->dp(); }
+
+Status follow_lost_workers(TrainingRun& run, std::vector<int> lost) {
+  const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());
+  if (worker) lost = worker->lost_workers();
+  if (lost.empty() || lost == run.summary.lost_workers) return Status::ok_status();
+  std::string names;
+  for (int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  const GridShape& g = run.grid->shape();
+  if (worker && (g.tp > 1 || g.pp > 1))
+    return comm_error("the parameter servers lost worker(s) (world rank " + names + "): a replica of tp x pp workers "
+                      "cannot go on without one; restart the job from its last checkpoint with --resume");
+  // The survivors' communicators made at an earlier loss span a worker lost since: freed without it.
+  for (auto* c : {&run.world_survivors, &run.dp_survivors})
+    if (*c) (*c)->abandon();
+  TS_ASSIGN_OR_RETURN(run.world_survivors, run.world.without(lost, "survivors"));
+  // Whole replicas: the dp group is the workers' group, worker w its rank w (its world rank).
+  if (worker) {
+    TS_ASSIGN_OR_RETURN(run.dp_survivors, run.grid->dp().without(lost, "survivors"));
+  }
+  run.summary.lost_workers = lost;
+  if (run.world_survivors->rank() == 0)
+    log_warn("lost worker(s) at world rank " + names + " after step " + std::to_string(run.state.step) +
+             ": the parameter servers go on; checkpoints, evaluations and the end of the run continue with the " +
+             std::to_string(run.world_survivors->size()) + " other ranks");
+  return Status::ok_status();
+}
+
 Status build_param_server(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const PsRoles roles = roles_of(cfg);
@@ -130,6 +160,11 @@ Result<TrainSummary> serve_parameters(TrainingRun& run) {
     return run.hooks->at(StepPoint::step_begin, step, run.store());
   };
   o.log_path = cfg.train.out_dir + "/ps_server" + std::to_string(run.grid->coord().dp) + ".jsonl";
+  const int64_t eval_interval = cfg.train.eval_interval;
+  o.meet_at = [checkpoint_at = o.checkpoint_at, eval_interval](int64_t step) {
+    return checkpoint_at(step) || (eval_interval > 0 && step % eval_interval == 0);
+  };
+  o.on_lost = [&run](const std::vector<int>& lost) { return follow_lost_workers(run, lost); };
   TS_RETURN_IF_ERROR(server.serve(o));
   run.state.step = o.final_step;
   if (server.stop_signal() != 0) {  // preempted: the workers' stop_preempted saved this step with us

@@ -54,6 +54,17 @@ Status build_param_server(TrainingRun& run);
 // ("parameter server: pushed X MiB + pulled Y MiB per step per worker"); nothing elsewhere.
 void report_param_server_traffic(TrainingRun& run);
 
+// Async modes, a lost worker: at the steps where the workers meet (checkpoints, evaluations, the
+// last step) the servers agree on the workers they dropped and tell the others in their answers
+// (ParamServerOptions::meet_at). When that set grows, every live rank calls this there: the world
+// without the lost (and on workers the dp group without them) replace the old ones for the run's
+// collectives (checkpoint_world, eval_group): the run goes on and finishes without them. Collective
+// over the live ranks. A worker passes no list: it reads the one its last answer carried.
+Status follow_lost_workers(TrainingRun& run, std::vector<int> lost_world_ranks = {});
+// The communicators of the run's checkpoints and evaluations: the survivors' once a worker is lost.
+Communicator& checkpoint_world(TrainingRun& run);
+Communicator& eval_group(TrainingRun& run);
+
 // A server rank's whole run: answers the workers until they complete the last step, joining their
 // checkpoints; then the usual end of run.
 Result<TrainSummary> serve_parameters(TrainingRun& run);

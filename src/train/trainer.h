@@ -47,6 +47,10 @@ struct TrainSummary {
   double predicted_step_s = 0, measured_step_s = 0;
   int stop_signal = 0;               // preempted: the signal that stopped the run early (0: not preempted)
   std::string preempted_checkpoint;  // preempted: the checkpoint of the last step, complete
+  // Parameter server, async modes: world ranks of the workers lost during the run, which finished
+  // without them (the job must then be ended on purpose: MPI cannot finish it; see ps_training.h).
+  std::vector<int> lost_workers;
+  std::string lost_report;           // on the survivors' first rank only: what to tell the user
 };
 
 // world: the communicator of all ranks (a world of one without mpirun).

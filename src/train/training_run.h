@@ -87,6 +87,9 @@ struct TrainingRun {
   std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
   std::unique_ptr<GradientSync> sync;   // a training rank's gradient strategy (null on a parameter server)
   std::unique_ptr<ParamServer> server;  // parallel.mode = "ps": a server rank's shards (null elsewhere)
+  // Parameter server, async modes, once a worker is lost (ps_training.h, follow_lost_workers): the
+  // world and (on workers) the dp group without the lost workers; later collectives run on them.
+  std::unique_ptr<Communicator> world_survivors, dp_survivors;
   // What this rank updates and saves: its strategy's update half, or the server's shards.
   ParameterUpdate& update() { return sync ? static_cast<ParameterUpdate&>(*sync) : *server; }
   // train.local_steps > 0: each model chunk's local SGD (inside `sync`) and its checkpoint key prefix.

@@ -322,6 +322,11 @@ TrainingRun::TrainingRun(const RunConfig& c, Communicator& w, const TrainerOptio
       timeline(!o.trace_path.empty(), w.rank()) {}
 
 TrainingRun::~TrainingRun() {
+  if (finished_ok && world_survivors) {  // lost workers: every communicator that spans them, and the
+    for (Communicator* c : {ps_role.get(), world_survivors.get(), dp_survivors.get(), embedding_group.get()})
+      if (c) c->abandon();  // survivors' (the job is ended on purpose next), is freed without its peers
+    if (grid) grid->abandon();
+  }
   if (!finished_ok) {
     if (ps_role) {  // a parameter-server run: its links (in sync) and role group are freed collectively too
       (void)sync.release();

@@ -223,6 +223,60 @@ TEST(CancelledRecv, WithdrawsOnlyAnUnmatchedReceive) {
   EXPECT_EQ(got, 100 + prev);
 }
 
+// Work::abandon: a receive is withdrawn; a rendezvous-sized send its peer has not received is handed
+// to MPI at once (handed_over, recorded "released") instead of waited for -- and MPI still delivers it when
+// the peer does receive later, which is why the caller must keep the buffer alive.
+TEST(AbandonedSend, HandsAnUnreceivedSendToMpiAtOnce) {
+  Communicator& w = world();
+  const bool paired = w.rank() < w.size() / 2 * 2;
+  auto pair = w.split(paired ? w.rank() / 2 : -1, w.rank(), "pair");
+  ASSERT_TRUE(pair.ok());
+  if (paired) {
+    Communicator& p = **pair;
+    const int64_t n = 1 << 18;  // 1 MiB: far above the eager limits, so the send needs its receiver
+    std::vector<float> buf(static_cast<size_t>(n), 0.f);
+    int32_t never = -1;
+    Work unmatched = p.recv_async(&never, 1, DType::i32, 1 - p.rank(), 44);
+    EXPECT_EQ(unmatched.abandon(), Abandoned::withdrawn);
+    EXPECT_EQ(p.recent_ops().back().state, OpState::cancelled);
+    if (p.rank() == 0) {
+      for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i);
+      Work send = p.send_async(buf.data(), n, DType::f32, 1, 45);
+      const double t0 = steady_seconds();
+      EXPECT_EQ(send.abandon(), Abandoned::handed_over);
+      EXPECT_LT(steady_seconds() - t0, 0.5);
+      EXPECT_EQ(p.recent_ops().back().state, OpState::released);
+      EXPECT_TRUE(send.wait().ok());  // nothing left to wait for
+      ASSERT_TRUE(p.barrier().ok());
+      ASSERT_TRUE(p.barrier().ok());  // the peer has received it from `buf`, still alive
+    } else {
+      ASSERT_TRUE(p.barrier().ok());  // rank 0 has abandoned its send
+      ASSERT_TRUE(p.recv(buf.data(), n, DType::f32, 0, 45).ok());
+      EXPECT_EQ(buf[12345], 12345.f);
+      EXPECT_EQ(buf[static_cast<size_t>(n - 1)], static_cast<float>(n - 1));
+      ASSERT_TRUE(p.barrier().ok());
+    }
+  }
+  ASSERT_TRUE(w.barrier().ok());
+}
+
+// Communicator::without: the remaining ranks alone build it (rank 1 takes no part, as a dead or
+// hung rank would not) and keep their order; a collective on it involves them only.
+TEST(Without, TheRemainingRanksAloneBuildIt) {
+  Communicator& w = world();
+  if (w.rank() != 1) {
+    auto rest = w.without({1}, "rest");
+    ASSERT_TRUE(rest.ok()) << rest.status().to_string();
+    EXPECT_EQ((*rest)->size(), w.size() - 1);
+    EXPECT_EQ((*rest)->rank(), w.rank() > 1 ? w.rank() - 1 : w.rank());
+    int32_t mine = w.rank(), sum = -1;
+    ASSERT_TRUE((*rest)->all_reduce(&mine, &sum, 1, DType::i32).ok());
+    EXPECT_EQ(sum, w.size() * (w.size() - 1) / 2 - 1);  // every world rank but 1
+    EXPECT_FALSE(w.without({w.rank()}, "self").ok());   // a rank cannot exclude itself
+  }
+  ASSERT_TRUE(w.barrier().ok());
+}
+
 TEST(Diagnostics, SequenceNumbersMatchAcrossRanks) {
   Communicator& w = world();
   ASSERT_TRUE(w.barrier().ok());

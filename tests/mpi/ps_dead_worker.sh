@@ -1,25 +1,54 @@
 #!/bin/sh
-# Parameter server, async: worker 1 of 3 stops answering at step 5 (TESSERA_FAULT hang). The server
-# must drop it after train.timeout_s / 2 of silence and the other two workers must train to the last
-# step (20): the lead's metrics log step 20 and the server's push log answers workers 0 and 2 at step
-# 20. The job itself then fails at the final evaluation (a collective the hung worker never joins),
-# naming rank 1.   ps_dead_worker.sh <tessera> <data_dir> <work_dir>
-tessera=$1; data=$2; work=$3
+# Parameter server, a lost worker (docs/fault-tolerance.md, "A lost parameter-server worker"): worker 1
+# of 3 stops at step 5. The server drops it after train.timeout_s / 2 of silence and keeps serving;
+# at the next step where the workers meet (the checkpoint of step 8) the live ranks go on without it:
+# checkpoint 8, the evaluation and the checkpoint of the last step (12) run on the 3 survivors, the
+# job ends on purpose (exit code 6, naming the lost rank), and checkpoint 12 is complete
+# (fingerprints) and resumes on the whole job (4 ranks) to step 16.
+#   ps_dead_worker.sh <tessera> <data_dir> <work_dir> hang|killed
+# hang:   TESSERA_FAULT=hang (the process stays; plain mpirun), ps.consistency=async
+# killed: TESSERA_FAULT=crash (SIGKILL), under mpirun --enable-recovery (plain mpirun would end the
+#         job), ps.consistency=ssp. mpirun --enable-recovery exits 0 whatever the ranks return: the
+#         output is checked instead of the exit code.
+tessera=$1; data=$2; work=$3; mode=$4
 config=$(dirname "$0")/../../tests/configs/tiny.toml
+case $mode in
+  hang) fault=hang:rank=1:step=5; mpi_opt=""; consistency=async ;;
+  killed) fault=crash:rank=1:step=5; mpi_opt=--enable-recovery; consistency=ssp ;;
+  *) echo "usage: ps_dead_worker.sh <tessera> <data_dir> <work_dir> hang|killed"; exit 2 ;;
+esac
 rm -rf "$work"; mkdir -p "$work"
-timeout -k 5 60 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe -x TESSERA_FAULT=hang:rank=1:step=5 -np 4 \
+timeout -k 5 90 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe $mpi_opt -x TESSERA_FAULT=$fault -np 4 \
   "$tessera" train --config "$config" --quiet data.dir="$data" train.out_dir="$work/run" train.threads=1 \
-  train.steps=20 train.micro_batch=2 train.batch_tokens=384 train.eval_interval=20 train.eval_batches=1 \
-  train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=async > "$work/out.txt" 2>&1
+  train.steps=12 train.micro_batch=2 train.batch_tokens=384 train.eval_interval=12 train.eval_batches=1 \
+  train.checkpoint_interval=4 train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=$consistency \
+  > "$work/out.txt" 2>&1
 rc=$?
 cat "$work/out.txt"
+echo "---- exit code $rc"
 fail=0
-[ $rc -eq 124 ] || [ $rc -eq 137 ] && { echo "FAIL: the job did not end"; fail=1; }
-grep -qF "dropping worker 1 (world rank 1) after its step 4" "$work/out.txt" || { echo "FAIL: worker 1 was not dropped"; fail=1; }
-grep -qF "ranks [1] did not arrive" "$work/out.txt" || { echo "FAIL: the final collective did not name rank 1"; fail=1; }
-grep -q '"step":20,' "$work/run/metrics.jsonl" || { echo "FAIL: the lead did not reach step 20"; fail=1; }
+no() { echo "FAIL: $*"; fail=1; }
+[ $rc -eq 124 ] || [ $rc -eq 137 ] && no "the job did not end"
+[ "$mode" = hang ] && [ $rc -ne 6 ] && no "exit code $rc, expected 6 (communication: a rank was lost)"
+grep -qF "dropping worker 1 (world rank 1) after its step 4" "$work/out.txt" || no "worker 1 was not dropped"
+grep -qF "lost worker(s) at world rank 1 after step 8" "$work/out.txt" || no "the survivors did not go on without worker 1 at step 8"
+grep -qF "the run finished without the parameter-server worker(s) at world rank 1" "$work/out.txt" || no "no final report naming rank 1"
+grep -q '"step":12,"val_loss"' "$work/run/metrics.jsonl" || no "no evaluation at step 12"
 for w in 0 2; do
-  grep -q "\"worker\": $w, \"step\": 20," "$work/run/ps_server0.jsonl" || { echo "FAIL: worker $w was not answered at step 20"; fail=1; }
+  grep -q "\"worker\": $w, \"step\": 12," "$work/run/ps_server0.jsonl" || no "worker $w was not answered at step 12"
 done
-[ $fail -eq 0 ] && echo "PASS: the live workers trained to step 20 without worker 1"
+"$tessera" checkpoint inspect "$work/run" > "$work/inspect.txt" 2>&1 || no "checkpoint inspect failed"
+grep -qF "step 12, saved by 3 ranks" "$work/inspect.txt" || { cat "$work/inspect.txt"; no "the last checkpoint is not step 12 saved by the 3 survivors"; }
+"$tessera" checkpoint fingerprint "$work/run" > "$work/fingerprint.txt" 2>&1 || { cat "$work/fingerprint.txt"; no "checkpoint 12's fingerprints do not match"; }
+timeout -k 5 90 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe -np 4 \
+  "$tessera" train --config "$config" --quiet data.dir="$data" train.out_dir="$work/run" train.threads=1 \
+  train.steps=16 train.micro_batch=2 train.batch_tokens=384 train.eval_interval=12 train.eval_batches=1 \
+  train.checkpoint_interval=4 train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=$consistency --resume \
+  > "$work/resume.txt" 2>&1
+rc=$?
+cat "$work/resume.txt"
+[ $rc -eq 0 ] || no "the resume on the whole job failed (exit code $rc)"
+grep -qF "resuming from $work/run/checkpoints/step_00000012 (step 12)" "$work/resume.txt" || no "the resume did not start from checkpoint 12"
+grep -q '"step":16,' "$work/run/metrics.jsonl" || no "the resumed run did not reach step 16"
+[ $fail -eq 0 ] && echo "PASS: the servers and the live workers finished without worker 1; checkpoint 12 is complete and resumes"
 exit $fail

@@ -77,6 +77,33 @@ class MpiWork final : public WorkImpl {
     return true;
   }
 
+  // MPI_Cancel withdraws a receive nothing has matched at once; a send (Open MPI 4.1 ignores
+  // MPI_Cancel of one) or a receive already matched completes only with its peer's help. So: cancel
+  // a receive, poll briefly, and what is still unfinished goes to MPI_Request_free, which returns at
+  // once (MPI drops the request when, if ever, it completes). Raw MPI_Test, not test(): an op past
+  // the timeout is no error here. A collective cannot be abandoned: it waits, as cancel() does.
+  Abandoned abandon() override {
+    if (finished_) return Abandoned::finished;
+    if (!is_point_to_point(op_.kind)) return (void)wait(), Abandoned::finished;
+    if (op_.kind == CollectiveKind::recv) MPI_Cancel(&req_);
+    MPI_Status st;
+    int flag = 0, err = MPI_SUCCESS;
+    const double until = steady_seconds() + 0.02;
+    while ((err = MPI_Test(&req_, &flag, &st)) == MPI_SUCCESS && !flag && steady_seconds() < until)
+      std::this_thread::yield();
+    if (err != MPI_SUCCESS || flag) {
+      int cancelled = 0;
+      if (err == MPI_SUCCESS) MPI_Test_cancelled(&st, &cancelled);
+      comm_->log_.finish(ticket_, err != MPI_SUCCESS ? OpState::failed : cancelled ? OpState::cancelled : OpState::done);
+      finish(Status());
+      return cancelled ? Abandoned::withdrawn : Abandoned::finished;
+    }
+    if (req_ != MPI_REQUEST_NULL) MPI_Request_free(&req_);
+    comm_->log_.finish(ticket_, OpState::released);
+    finish(Status());
+    return Abandoned::handed_over;
+  }
+
   Status wait() override {
     // Yield first (short ops finish within microseconds), then sleep briefly: under
     // oversubscription a spinning rank would steal the core its peer needs.
@@ -120,7 +147,8 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create_world(const Com
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options,
-                                 std::shared_ptr<MpiReduceOps> ops, std::shared_ptr<LibnbcAllreduceKnob> knob)
+                                 std::shared_ptr<MpiReduceOps> ops, std::shared_ptr<LibnbcAllreduceKnob> knob,
+                                 bool heartbeat)
     : comm_(comm), name_(std::move(name)), options_(options),
       log_(static_cast<size_t>(options.history > 0 ? options.history : 1)), ops_(std::move(ops)),
       knob_(std::move(knob)) {
@@ -137,6 +165,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOpti
   MPI_Group_translate_ranks(group, size_, mine.data(), world_group, world_ranks_.data());
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
+  if (!heartbeat) return;  // point to point only (split_point_to_point)
   board_ = HeartbeatBoard::create(comm_);
   if (!board_) log_warn("communicator '" + name_ + "': no heartbeat window; timeouts cannot name missing ranks");
 }
@@ -275,6 +304,10 @@ Status MpiCommunicator::mpi_failure(const CommOp& op, uint64_t seq, int err) {
 }
 
 std::string MpiCommunicator::describe_peers(const CommOp& op, uint64_t seq) {
+  if (!board_ && is_point_to_point(op.kind))
+    return "check that rank " + std::to_string(op.peer) + " (world rank " + std::to_string(world_ranks_[op.peer]) +
+           ") is alive and posts the matching " + (op.kind == CollectiveKind::send ? "recv" : "send") + " with tag " +
+           std::to_string(op.tag);
   if (!board_) return "peers' progress unknown (no heartbeat window)";
   std::vector<std::optional<Heartbeat>> beats = board_->read_all(0.5);
   auto world = [&](int r) { return std::to_string(world_ranks_[r]); };
@@ -324,6 +357,35 @@ Status MpiCommunicator::timeout_failure(const CommOp& op, uint64_t seq, double w
 }
 
 Result<std::unique_ptr<Communicator>> MpiCommunicator::split(int color, int key, const std::string& name) {
+  return split_with(color, key, name, /*heartbeat=*/true);
+}
+
+Result<std::unique_ptr<Communicator>> MpiCommunicator::without(const std::vector<int>& excluded, const std::string& name) {
+  CommOp op;
+  op.kind = CollectiveKind::split;
+  if (!broken_.empty()) return comm_error("without: " + broken_);
+  for (int r : excluded)
+    if (r < 0 || r >= size_ || r == rank_)
+      return invalid_argument("without: rank " + std::to_string(r) + " cannot be excluded by rank " + std::to_string(rank_) +
+                              " of '" + name_ + "' (size " + std::to_string(size_) + ")");
+  MPI_Group all, kept;
+  MPI_Comm_group(comm_, &all);
+  MPI_Group_excl(all, static_cast<int>(excluded.size()), excluded.data(), &kept);
+  MPI_Comm sub = MPI_COMM_NULL;
+  // Not a collective of this communicator (the excluded take no part): no sequence number, no heartbeat.
+  const int err = MPI_Comm_create_group(comm_, kept, /*tag=*/7301, &sub);
+  MPI_Group_free(&kept);
+  MPI_Group_free(&all);
+  if (err != MPI_SUCCESS) return mpi_failure(op, seq_, err);
+  return std::unique_ptr<Communicator>(new MpiCommunicator(sub, name_ + "/" + name, options_, ops_, knob_, true));
+}
+
+Result<std::unique_ptr<Communicator>> MpiCommunicator::split_point_to_point(int color, int key, const std::string& name) {
+  return split_with(color, key, name, /*heartbeat=*/false);
+}
+
+Result<std::unique_ptr<Communicator>> MpiCommunicator::split_with(int color, int key, const std::string& name,
+                                                                  bool heartbeat) {
   CommOp op;
   op.kind = CollectiveKind::split;
   if (!broken_.empty()) return comm_error("split: " + broken_);
@@ -336,7 +398,7 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::split(int color, int key,
   }
   log_.finish(b.ticket, OpState::done);
   if (sub == MPI_COMM_NULL) return std::unique_ptr<Communicator>();
-  return std::unique_ptr<Communicator>(new MpiCommunicator(sub, name_ + "/" + name, options_, ops_, knob_));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(sub, name_ + "/" + name, options_, ops_, knob_, heartbeat));
 }
 
 }  // namespace tessera

@@ -36,6 +36,11 @@ class MpiCommunicator final : public Communicator {
   uint64_t collective_seq() const override { return seq_; }
   std::vector<CollectiveRecord> recent_ops() const override { return log_.recent(); }
   Result<std::unique_ptr<Communicator>> split(int color, int key, const std::string& name) override;
+  // MPI_Comm_create_group over the group without `excluded` (MPI-3: only its members take part).
+  Result<std::unique_ptr<Communicator>> without(const std::vector<int>& excluded, const std::string& name) override;
+  // No heartbeat window: a timeout on it cannot say what a peer last entered (it enters no
+  // collectives), and freeing it is local (MPI_Comm_free), whoever is gone.
+  Result<std::unique_ptr<Communicator>> split_point_to_point(int color, int key, const std::string& name) override;
 
   MPI_Comm mpi_comm() const { return comm_; }
   const CommOptions& options() const { return options_; }
@@ -54,7 +59,8 @@ class MpiCommunicator final : public Communicator {
  private:
   friend class MpiWork;
   MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options, std::shared_ptr<MpiReduceOps> ops,
-                  std::shared_ptr<LibnbcAllreduceKnob> knob);
+                  std::shared_ptr<LibnbcAllreduceKnob> knob, bool heartbeat = true);
+  Result<std::unique_ptr<Communicator>> split_with(int color, int key, const std::string& name, bool heartbeat);
 
   struct Begun {
     uint64_t seq;
