@@ -12,12 +12,7 @@
 set -euo pipefail
 tessera=$1; work=$2; shift 2
 here=$(dirname "$0")
-config=$here/../../tests/configs/tiny.toml
-mpirun="${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-rm -rf "$work"; mkdir -p "$work"
-bible -f "Gen1:1-Gen4:26" > "$work/genesis.txt"
-"$tessera" prepare "$work/genesis.txt" --out "$work/data" --val-fraction 0.05 > /dev/null
+source "$here/genesis_drill.sh"
 common="data.dir=$work/data train.threads=1 train.micro_batch=1 train.batch_tokens=512 train.eval_interval=0
         train.timeout_s=60"
 nan_fault="nan:rank=1:step=5:layer=1:pass=backward:micro_batch=2"

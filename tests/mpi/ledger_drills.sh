@@ -13,12 +13,7 @@
 set -euo pipefail
 tessera=$1; work=$2; shift 2
 here=$(dirname "$0")
-config=$here/../../tests/configs/tiny.toml
-mpirun="${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-rm -rf "$work"; mkdir -p "$work"
-bible -f "Gen1:1-Gen4:26" > "$work/genesis.txt"
-"$tessera" prepare "$work/genesis.txt" --out "$work/data" --val-fraction 0.05 > /dev/null
+source "$here/genesis_drill.sh"
 common="data.dir=$work/data train.threads=1 train.micro_batch=1 train.eval_interval=0 train.timeout_s=60
         train.sample_ledger=true parallel.dp=0 train.keep_checkpoints=20"
 train() {  # np out_dir overrides...: a job that must succeed
