@@ -15,8 +15,6 @@ std::vector<ReleasedWorker> ParamServer::release_dropped_workers() {
   return out;
 }
 
-// Destroying a dropped worker's Works would wait for it (a Work's destructor waits: its buffers
-// must outlive the op), possibly for ever; so each is withdrawn or handed over first.
 // The error path: every worker's handles and the stop agreement's, waiting for nothing.
 std::pair<std::vector<ReleasedWorker>, int64_t> ParamServer::abandon_exchange() {
   std::vector<ReleasedWorker> out;
@@ -34,6 +32,9 @@ std::pair<std::vector<ReleasedWorker>, int64_t> ParamServer::abandon_exchange() 
   return {std::move(out), agreement_kept};
 }
 
+// Destroying a dropped (or, on the error path, any) worker's Works would wait for it (a Work's
+// destructor waits: its buffers must outlive the op), possibly for ever; so each is withdrawn or
+// handed over first.
 ReleasedWorker ParamServer::release(int w, const char* what) {
   const double t0 = ps_now_s();
   std::unique_ptr<Slot>& slot = slots_[static_cast<size_t>(w)];
