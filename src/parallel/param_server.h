@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -118,6 +119,13 @@ class ParamServer final : public ParameterUpdate {
   // point-to-point link shares nothing with the worker: MPI_Comm_free is local). The destructor
   // calls it; each release is logged.
   std::vector<ReleasedWorker> release_dropped_workers();
+  // The error path of a server rank (TrainingRun's destructor, train/ps_error_path.h): the run
+  // is over, so every worker not released yet, live or dropped, is released as a dropped one is
+  // (its receives withdrawn, unfinished messages handed to MPI, its link freed), and the stop
+  // agreement's messages likewise. Waits for nothing. Kept for the process's life: the slots (and
+  // the stop agreement) that had a message handed over, since MPI may still use their buffers.
+  // The second value: the bytes of a kept stop agreement (0: freed). Each release is logged.
+  std::pair<std::vector<ReleasedWorker>, int64_t> abandon_exchange();
 
  private:
   struct Slot;
@@ -136,7 +144,7 @@ class ParamServer final : public ParameterUpdate {
   bool may_answer(int w) const;
   int64_t slowest() const;
   void drop(int w, const std::string& why);
-  ReleasedWorker release(int w);
+  ReleasedWorker release(int w, const char* what = "dropped ");
   Status wait_sends();
   bool meets_at(int64_t step) const;
   Status agree_on_lost(int64_t step);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "parallel/param_server_stop.h"
 #include "parallel/param_server_state.h"
 
 namespace tessera {
@@ -14,9 +15,27 @@ std::vector<ReleasedWorker> ParamServer::release_dropped_workers() {
   return out;
 }
 
-// Destroying a dropped worker's Works would wait for it (a Work's destructor waits: its buffers
-// must outlive the op), possibly for ever; so each is withdrawn or handed over first.
-ReleasedWorker ParamServer::release(int w) {
+// The error path: every worker's handles and the stop agreement's, waiting for nothing.
+std::pair<std::vector<ReleasedWorker>, int64_t> ParamServer::abandon_exchange() {
+  std::vector<ReleasedWorker> out;
+  for (int w = 0; w < roles_.workers; ++w)
+    if (links_[static_cast<size_t>(w)]) out.push_back(release(w, slots_[static_cast<size_t>(w)]->live ? "" : "dropped "));
+  int64_t agreement_kept = 0;
+  if (stop_agreement_) {
+    if (stop_agreement_->abandon() > 0) {
+      // MPI may still use the agreement's buffers (a decision or request it never received): kept.
+      agreement_kept = stop_agreement_->bytes();
+      (void)stop_agreement_.release();
+    }
+    stop_agreement_.reset();
+  }
+  return {std::move(out), agreement_kept};
+}
+
+// Destroying a dropped (or, on the error path, any) worker's Works would wait for it (a Work's
+// destructor waits: its buffers must outlive the op), possibly for ever; so each is withdrawn or
+// handed over first.
+ReleasedWorker ParamServer::release(int w, const char* what) {
   const double t0 = ps_now_s();
   std::unique_ptr<Slot>& slot = slots_[static_cast<size_t>(w)];
   std::unique_ptr<Communicator>& link = links_[static_cast<size_t>(w)];
@@ -49,7 +68,7 @@ ReleasedWorker ParamServer::release(int w) {
     (void)slot.release();
     slot = std::move(placeholder);
   }
-  log_info("parameter server " + std::to_string(index_) + ": released dropped " + worker_name(w) + ": " +
+  log_info("parameter server " + std::to_string(index_) + ": released " + what + worker_name(w) + ": " +
            std::to_string(r.receives_withdrawn) + " receive(s) withdrawn, " + std::to_string(r.handed_over) +
            " unfinished message(s) handed to MPI (" + std::to_string(r.bytes_kept) + " bytes kept), " +
            std::to_string(r.ops_left_running) + " op(s) left running, link freed in " +

@@ -88,6 +88,18 @@ Result<bool> PsStopAgreement::poll(int own_signal, int pushed_signal, int64_t ne
   return decision_[0] != 0;
 }
 
+int PsStopAgreement::abandon() {
+  int handed_over = 0;
+  for (auto* works : {&recvs_, &sends_})
+    for (auto& w : *works)
+      if (w) {
+        handed_over += w->abandon() == Abandoned::handed_over;
+        w.reset();
+      }
+  sends_.clear();  // finish() waits for what is left in it: nothing now
+  return handed_over;
+}
+
 Status PsStopAgreement::finish() {
   for (auto& r : recvs_)
     if (r) {

@@ -31,6 +31,12 @@ class PsStopAgreement {
   int signal() const { return static_cast<int>(decision_[1]); }
   // Withdraws the receives still posted and completes the sends (at the end of serve()).
   Status finish();
+  // The error path (ParamServer::abandon_exchange): waits for nothing. Each posted receive is
+  // withdrawn, each unfinished send handed to MPI (Work::abandon). Returns how many were handed
+  // over: while any was, MPI may still use this object's buffers, so the caller must keep it.
+  int abandon();
+  // The bytes of this object and its buffers (what keeping it costs).
+  int64_t bytes() const { return static_cast<int64_t>(sizeof(*this) + requests_.size() * sizeof(int32_t)); }
 
  private:
   void post(size_t i);

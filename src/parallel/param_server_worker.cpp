@@ -139,6 +139,34 @@ Result<UpdateResult> ParamServerWorker::update(float, float, Timeline& timeline)
   return r;
 }
 
+ReleasedWorker ParamServerWorker::abandon_exchange() {
+  ReleasedWorker r;
+  for (auto& [s, work] : pending_) {
+    const Abandoned a = work.abandon();
+    r.receives_withdrawn += a == Abandoned::withdrawn;
+    r.handed_over += a == Abandoned::handed_over;
+  }
+  pending_.clear();
+  for (const CollectiveRecord& op : link_.recent_ops()) r.ops_left_running += op.state == OpState::running;
+  link_.abandon();
+  if (solo_) solo_->abandon();
+  if (r.handed_over == 0) return r;
+  // MPI may still use these buffers: moved (a vector's move keeps its storage) into an object
+  // that is never freed. The chunk stores are the caller's to keep.
+  struct Kept {
+    std::vector<ReplyHeader> reply;
+    std::vector<PushHeader> push;
+    std::vector<std::vector<std::vector<uint8_t>>> wire;
+  };
+  auto* kept = new Kept{std::move(reply_), std::move(push_), std::move(wire_)};
+  r.bytes_kept += static_cast<int64_t>(sizeof(Kept) + kept->reply.size() * sizeof(ReplyHeader) +
+                                       kept->push.size() * sizeof(PushHeader));
+  for (const auto& per_chunk : kept->wire)
+    for (const auto& w : per_chunk) r.bytes_kept += static_cast<int64_t>(w.size());
+  for (const ParamStore* c : chunks_) r.bytes_kept += 2 * c->numel() * static_cast<int64_t>(sizeof(float));
+  return r;
+}
+
 std::vector<CompressionState> ParamServerWorker::compression_state() {
   std::vector<CompressionState> out;
   for (size_t s = 0; s < residual_.size(); ++s)

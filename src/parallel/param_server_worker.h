@@ -22,6 +22,7 @@
 #include "parallel/compression.h"
 #include "parallel/gradient_sync.h"
 #include "parallel/model_parallel_sync.h"
+#include "parallel/param_server.h"
 #include "parallel/param_server_protocol.h"
 
 namespace tessera {
@@ -77,6 +78,14 @@ class ParamServerWorker final : public GradientSync {
   // without an error-feedback compressor), for checkpoints.
   std::vector<CompressionState> compression_state();
   // Payload bytes this worker has pushed and pulled (headers excluded).
+  // The error path of a worker rank (TrainingRun's destructor, train/ps_error_path.h): waits for
+  // nothing. Posted receives are withdrawn, unfinished messages handed to MPI (Work::abandon), the
+  // link and solo group abandoned (the destructor frees them without their peers). With a message
+  // handed over, MPI may still write the answers' buffers (this worker's headers and the chunks'
+  // parameters) or read the pushes' (the chunks' gradients, the compressed pushes): the worker
+  // keeps its own for the process's life, and the caller must keep the chunk stores. bytes_kept
+  // counts both (worker: left 0, the caller knows its world rank).
+  ReleasedWorker abandon_exchange();
   uint64_t pushed_bytes() const { return pushed_bytes_; }
   uint64_t pulled_bytes() const { return pulled_bytes_; }
 

@@ -53,7 +53,8 @@ struct TrainingRun {
   TrainingRun(const RunConfig& cfg, Communicator& world, const TrainerOptions& opts);
   // On an error the peers may still sit in a collective, and freeing a communicator's heartbeat
   // window is collective (MPI_Win_free): an unfinished run abandons its grid first (see
-  // Communicator::abandon), so this rank reaches abort_job instead of hanging.
+  // Communicator::abandon), so this rank reaches abort_job instead of hanging. A parameter-server
+  // run abandons its exchange and role group first (ps_error_path.h).
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;

@@ -27,6 +27,7 @@
 #include "train/local_sgd_checkpoint.h"
 #include "plan/memory_plan.h"
 #include "parallel/pipeline_runner.h"
+#include "train/ps_error_path.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 #include "train/step_time_report.h"
@@ -328,11 +329,9 @@ TrainingRun::~TrainingRun() {
     if (grid) grid->abandon();
   }
   if (!finished_ok) {
-    if (ps_role) {  // a parameter-server run: its links (in sync) and role group are freed collectively too
-      (void)sync.release();
-      (void)server.release();
-      (void)ps_role.release();
-    }
+    // A parameter-server run: its pending messages abandoned, its links and role group freed
+    // without their peers; only buffers MPI may still use are kept (ps_error_path.h).
+    if (ps_role) abandon_param_server_exchange(*this);
     if (embedding_group) embedding_group->abandon();
     if (grid) grid->abandon();
   }
