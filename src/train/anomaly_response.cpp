@@ -58,7 +58,7 @@ Result<AnomalyOutcome> respond_to_anomaly(TrainingRun& run, const StepResult& r)
       log_warn("rolled back to step " + std::to_string(run.state.step) + "; step " + std::to_string(step) +
                "'s batch will be skipped");
       TS_RETURN_IF_ERROR(
-          run.metrics->write({{"event", "rollback"}, {"from_step", step}, {"to_step", run.state.step}}));
+          run.metrics->write({{"event", "rollback"}, {"step", step}, {"from_step", step}, {"to_step", run.state.step}}));
     }
     return AnomalyOutcome::rolled_back;
   }

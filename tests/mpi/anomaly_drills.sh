@@ -68,7 +68,8 @@ for drill in "$@"; do
     m=$work/rolled/metrics.jsonl
     grep -q '"action":"rollback","event":"anomaly".*"origin":{"layer":1,"micro_batch":2,"op":"mlp_proj","pass":"backward","rank":1},"step":5' "$m" \
       || fail "rollback: no anomaly event with the origin in $m"
-    grep -q '"event":"rollback","from_step":5,"to_step":3' "$m" || fail "rollback: no rollback event in $m"
+    grep -q '"event":"rollback","from_step":5,"step":5,"to_step":3' "$m" || fail "rollback: no rollback event in $m"
+    "$tessera" plot --out "$work/rolled.svg" "$work/rolled" > /dev/null || fail "rollback: tessera plot cannot read $m"
     grep -q '"event":"skipped_batch","step":5' "$m" || fail "rollback: the skipped batch is not logged in $m"
     "$tessera" data ledger "$work/rolled" > "$work/rolled.ledger.txt" || { cat "$work/rolled.ledger.txt"; fail "rollback: the ledger is not exactly once"; }
     # shellcheck disable=SC2086
