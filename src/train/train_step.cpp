@@ -1,6 +1,8 @@
 // The training step, top to bottom.
 #include "train/train_step.h"
 
+#include <optional>
+
 namespace tessera {
 
 Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_clip) {
@@ -17,12 +19,13 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
     s.runner.set_loss_scale(s.scaler->scale());
     r.skipped = !take_step;
   }
+  std::optional<double> local_loss;  // the step's loss crosses to the host once: here when the guard needs it
   if (s.guard && !r.skipped) {
-    TS_ASSIGN_OR_RETURN(const double local_loss, s.runner.step_loss());
-    TS_ASSIGN_OR_RETURN(r.anomaly, s.guard->check(local_loss, s.timeline));
+    TS_ASSIGN_OR_RETURN(local_loss, s.runner.step_loss());
+    TS_ASSIGN_OR_RETURN(r.anomaly, s.guard->check(*local_loss, s.timeline));
     if (r.anomaly.detected) {
       r.skipped = true;
-      r.loss = static_cast<float>(local_loss);
+      r.loss = static_cast<float>(*local_loss);
       return r;
     }
   }
@@ -33,8 +36,10 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
     r.comm_wait_s += u.parameter_wait_s;
   }
   TS_RETURN_IF_ERROR(s.hooks.at(StepPoint::after_update, step, s.store));
-  TS_ASSIGN_OR_RETURN(const double local_loss, s.runner.step_loss());  // the step's loss crosses to the host
-  r.loss = static_cast<float>(local_loss);
+  if (!local_loss) {
+    TS_ASSIGN_OR_RETURN(local_loss, s.runner.step_loss());  // the step's loss crosses to the host
+  }
+  r.loss = static_cast<float>(*local_loss);
   TS_RETURN_IF_ERROR(timed_wait(s.timeline, "loss average wait", &r.comm_wait_s,
                                 [&] { return s.reduction.average_over_replicas(&r.loss, 1); }));
   return r;
