@@ -78,3 +78,43 @@ TEST(GridMath, ValidationListsShapesThatFit) {
   EXPECT_NE(s.message().find("dp=4 pp=1 tp=1"), std::string::npos) << s.message();
   EXPECT_FALSE(validate_grid_shape({0, 4, 1}, 0).ok());
 }
+
+TEST(GridMath, FiveAxesRoundTripWithCpInsideAndEpOutside) {
+  const GridShape s{2, 2, 2, 2, 2};  // 32 ranks
+  ASSERT_EQ(s.world_size(), 32);
+  // tp fastest, then cp, pp, ep, dp.
+  EXPECT_EQ(grid_coord(s, 1), (GridCoord{0, 0, 1, 0, 0}));
+  EXPECT_EQ(grid_coord(s, 2), (GridCoord{0, 0, 0, 1, 0}));
+  EXPECT_EQ(grid_coord(s, 4), (GridCoord{0, 1, 0, 0, 0}));
+  EXPECT_EQ(grid_coord(s, 8), (GridCoord{0, 0, 0, 0, 1}));
+  EXPECT_EQ(grid_coord(s, 16), (GridCoord{1, 0, 0, 0, 0}));
+  for (int r = 0; r < 32; ++r) EXPECT_EQ(grid_world_rank(s, grid_coord(s, r)), r);
+  EXPECT_EQ(grid_group_ranks(s, GridAxis::cp, 5), (std::vector<int>{5, 7}));
+  EXPECT_EQ(grid_group_ranks(s, GridAxis::ep, 5), (std::vector<int>{5, 13}));
+  EXPECT_EQ(grid_shape_string(s), "dp=2 pp=2 tp=2 cp=2 ep=2");
+}
+
+TEST(GridMath, DataRankSharedByCpAndReplicasSpanDpCpEp) {
+  const GridShape s{2, 1, 1, 2, 2};  // dp 2 x ep 2 x cp 2
+  std::set<int> data_ranks;
+  for (int r = 0; r < 8; ++r) {
+    const GridCoord c = grid_coord(s, r);
+    data_ranks.insert(grid_data_rank(s, c));
+    GridCoord partner = c;
+    partner.cp = 1 - c.cp;  // the other half of the same sequences
+    EXPECT_EQ(grid_data_rank(s, partner), grid_data_rank(s, c));
+  }
+  EXPECT_EQ(data_ranks.size(), 4u);  // dp x ep different slices
+  EXPECT_EQ(grid_replica_ranks(s, 3).size(), 8u);
+  const GridShape t{2, 2, 1, 2, 1};  // dp 2 x pp 2 x cp 2: replicas share the stage
+  EXPECT_EQ(grid_replica_ranks(t, 0), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(grid_replica_ranks(t, 2), (std::vector<int>{2, 3, 6, 7}));
+  EXPECT_EQ(t.replica_size(), 4);
+}
+
+TEST(GridMath, ValidationNamesTheFiveAxisProduct) {
+  Status s = validate_grid_shape(GridShape{1, 1, 1, 2, 1}, 4);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("dp*ep*pp*cp*tp"), std::string::npos) << s.message();
+  EXPECT_TRUE(validate_grid_shape(GridShape{1, 1, 2, 2, 1}, 4).ok());
+}

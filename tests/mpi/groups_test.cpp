@@ -40,7 +40,7 @@ TEST_P(GridGroups, MembersMatchTheCoordinateMath) {
   Result<Grid> g = Grid::create(w, shape);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_EQ(g->coord(), grid_coord(shape, w.rank()));
-  for (GridAxis axis : {GridAxis::dp, GridAxis::pp, GridAxis::tp}) {
+  for (GridAxis axis : {GridAxis::dp, GridAxis::pp, GridAxis::tp, GridAxis::cp, GridAxis::ep}) {
     Communicator& c = g->group(axis);
     std::vector<int> want = grid_group_ranks(shape, axis, w.rank());
     ASSERT_EQ(c.size(), static_cast<int>(want.size()));
@@ -48,17 +48,27 @@ TEST_P(GridGroups, MembersMatchTheCoordinateMath) {
     int32_t me = w.rank();
     ASSERT_TRUE(c.all_gather(&me, got.data(), 1, DType::i32).ok());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << grid_shape_string(shape) << " " << c.name();
-    int coord = axis == GridAxis::dp ? g->coord().dp : axis == GridAxis::pp ? g->coord().pp : g->coord().tp;
-    EXPECT_EQ(c.rank(), coord);
+    GridCoord coord = g->coord();
+    EXPECT_EQ(c.rank(), grid_axis_coord(coord, axis));
   }
+  Communicator& replicas = g->param_replicas();
+  std::vector<int> want = grid_replica_ranks(shape, w.rank());
+  ASSERT_EQ(replicas.size(), static_cast<int>(want.size()));
+  std::vector<int32_t> got(replicas.size());
+  int32_t me = w.rank();
+  ASSERT_TRUE(replicas.all_gather(&me, got.data(), 1, DType::i32).ok());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << grid_shape_string(shape) << " replicas";
 }
 
 INSTANTIATE_TEST_SUITE_P(World4, GridGroups,
                          ::testing::Values(GridShape{4, 1, 1}, GridShape{2, 2, 1}, GridShape{1, 2, 2},
-                                           GridShape{2, 1, 2}, GridShape{1, 1, 4}),
+                                           GridShape{2, 1, 2}, GridShape{1, 1, 4}, GridShape{1, 2, 1, 2, 1},
+                                           GridShape{1, 1, 2, 2, 1}, GridShape{2, 1, 1, 1, 2},
+                                           GridShape{1, 1, 1, 2, 2}),
                          [](const auto& info) {
                            const GridShape& s = info.param;
-                           return "dp" + std::to_string(s.dp) + "pp" + std::to_string(s.pp) + "tp" + std::to_string(s.tp);
+                           return "dp" + std::to_string(s.dp) + "pp" + std::to_string(s.pp) + "tp" + std::to_string(s.tp) +
+                                  "cp" + std::to_string(s.cp) + "ep" + std::to_string(s.ep);
                          });
 
 TEST(GridErrors, WrongProductListsFactorisations) {
