@@ -21,7 +21,9 @@ const std::string kScripts = std::string(TESSERA_SOURCE_DIR) + "/tests/launch";
 class LaunchJob : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = ::testing::TempDir() + "/h6_launch_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    // The process id keeps two checkouts running the suite at once out of each other's directories.
+    root_ = ::testing::TempDir() + "/h6_launch_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(root_);
     fs::create_directories(root_ + "/bin");
     fs::create_symlink(kScripts + "/fake_mpirun.sh", root_ + "/bin/mpirun");
