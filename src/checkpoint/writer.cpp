@@ -8,6 +8,7 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "checkpoint/file_io.h"
@@ -92,6 +93,40 @@ Status CheckpointWriter::add(std::string key, DType dtype, std::vector<int64_t> 
   return {};
 }
 
+const void* CheckpointWriter::claim_piece(size_t i) {
+  std::lock_guard<std::mutex> lk(progress_mu_);
+  next_piece_ = i + 1;
+  in_flight_ = true;
+  return pending_[i].data;
+}
+
+void CheckpointWriter::piece_done() {
+  {
+    std::lock_guard<std::mutex> lk(progress_mu_);
+    in_flight_ = false;
+  }
+  progress_cv_.notify_all();
+}
+
+int64_t CheckpointWriter::freeze(std::vector<std::byte>& scratch) {
+  std::unique_lock<std::mutex> lk(progress_mu_);
+  auto piece_bytes = [](const Pending& p) {
+    return static_cast<size_t>(p.entry.pieces.front().numel) * dtype_size(p.entry.dtype);
+  };
+  size_t total = 0;
+  for (size_t j = next_piece_; j < pending_.size(); ++j) total += piece_bytes(pending_[j]);
+  if (scratch.size() < total) scratch.resize(total);
+  size_t at = 0;
+  for (size_t j = next_piece_; j < pending_.size(); ++j) {
+    const size_t n = piece_bytes(pending_[j]);
+    if (n) std::memcpy(scratch.data() + at, pending_[j].data, n);
+    pending_[j].data = scratch.data() + at;
+    at += n;
+  }
+  progress_cv_.wait(lk, [this] { return !in_flight_; });
+  return static_cast<int64_t>(total);
+}
+
 int64_t CheckpointWriter::pending_bytes() const {
   int64_t n = 0;
   for (const Pending& p : pending_) n += p.entry.pieces.front().numel * static_cast<int64_t>(dtype_size(p.entry.dtype));
@@ -115,8 +150,8 @@ Status CheckpointWriter::write_shard() {
 
   auto write_all = [&]() -> Status {
     record_.entries.clear();
-    for (Pending& p : pending_) {
-      TensorEntry e = p.entry;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      TensorEntry e = pending_[i].entry;
       TensorPiece& piece = e.pieces.front();
       const size_t bytes = static_cast<size_t>(piece.numel) * dtype_size(e.dtype);
       if (piece.numel == 0) {
@@ -125,9 +160,12 @@ Status CheckpointWriter::write_shard() {
         const int64_t pad = (kPieceAlignment - file.bytes_written() % kPieceAlignment) % kPieceAlignment;
         TS_RETURN_IF_ERROR(file.write_zeros(static_cast<size_t>(pad)));
         piece.offset_in_file = file.bytes_written();
-        piece.checksum = checksum_bytes(p.data, bytes);
-        piece.fingerprint = fingerprint_elements(e.dtype, piece.global_offset, piece.numel, p.data);
-        TS_RETURN_IF_ERROR(file.write(p.data, bytes));
+        const void* data = claim_piece(i);
+        piece.checksum = checksum_bytes(data, bytes);
+        piece.fingerprint = fingerprint_elements(e.dtype, piece.global_offset, piece.numel, data);
+        const Status written = file.write(data, bytes);
+        piece_done();
+        TS_RETURN_IF_ERROR(written);
       }
       record_.entries.push_back(std::move(e));
     }
@@ -141,7 +179,11 @@ Status CheckpointWriter::write_shard() {
   }
   // The file's directory entry must be durable too before rank 0 writes the manifest.
   TS_RETURN_IF_ERROR(fsync_dir(dir));
-  pending_.clear();
+  {
+    std::lock_guard<std::mutex> lk(progress_mu_);
+    pending_.clear();
+    next_piece_ = 0;
+  }
   written_ = true;
   return {};
 }

@@ -7,7 +7,10 @@
 // writes COMPLETE there last and renames the directory into place, so a directory named
 // step_<%08d> is always complete. An existing checkpoint is never overwritten.
 #pragma once
+#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,11 +43,19 @@ class CheckpointWriter {
   CheckpointWriter(CheckpointTarget target, int rank);
 
   // Registers elements [global_offset, global_offset + numel) of the flattened tensor `key`.
-  // `data` is not copied: it must stay valid and unchanged until write_shard returns.
+  // `data` is not copied: it must stay valid and unchanged until write_shard returns (or freeze does).
   Status add(std::string key, DType dtype, std::vector<int64_t> global_shape, int64_t global_offset, int64_t numel,
              const void* data);
   // Writes and fsyncs the shard file (refusing early when the final checkpoint already exists).
+  // May run on another thread than add() and freeze().
   Status write_shard();
+  // For a write_shard running on another thread, from the thread that owns the added buffers,
+  // before it changes them: the pieces write_shard has not begun are copied into `scratch` and
+  // written from there, and the piece being written is waited for. After it returns the writer
+  // reads none of the caller's buffers. Only what is still unwritten is copied, so the later the
+  // call the less it costs. `scratch` must outlive write_shard; keeping it across saves keeps its
+  // pages mapped. Returns the bytes copied.
+  int64_t freeze(std::vector<std::byte>& scratch);
   // Fault injection: write_shard fails as on a full disk after `bytes` of the shard (-1 = no
   // limit), or with kill_when_reached the process SIGKILLs itself there.
   void limit_space(int64_t bytes, bool kill_when_reached = false) {
@@ -64,7 +75,14 @@ class CheckpointWriter {
   };
   CheckpointTarget target_;
   int rank_;
-  std::vector<Pending> pending_;
+  // Waits for the piece in flight; then this thread writes piece i from pending_[i].data.
+  const void* claim_piece(size_t i);
+  void piece_done();
+  std::vector<Pending> pending_;  // data pointers are redirected by freeze (under progress_mu_)
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  size_t next_piece_ = 0;   // pieces [0, next_piece_) are written or being written
+  bool in_flight_ = false;  // piece next_piece_ - 1 is being read
   ShardRecord record_;
   bool written_ = false;
   int64_t space_limit_ = -1;

@@ -145,7 +145,6 @@ Status save_checkpoint(TrainingRun& run, bool last) {
     // A server updates its shards as pushes arrive, and ZeRO-3 gathers into the parameter buffers
     // during forward: there the buffers change outside the update, so they are copied.
     o.live_allowed = !is_param_server_run(cfg) && cfg.parallel.zero < 3;
-    o.step_s = run.clock.last_step_s;
     TS_RETURN_IF_ERROR(run.async_saver.start(checkpoint_world(run), cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
     if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
   } else {
@@ -202,7 +201,6 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
 
   RunClock& c = run.clock;
   const double dt = Timeline::now_s() - start.t0;
-  c.last_step_s = dt;
   if (c.steps_this_run > 1 || cfg.train.steps - run.summary.first_step == 1) {  // the first step warms caches
     c.timed_s += dt;
     ++c.timed_steps;
@@ -220,7 +218,8 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   TS_RETURN_IF_ERROR(log_step(run, r, lr, dt, split));
   if (r.checkpoint_wait_s > 0 && run.lead)  // the rest of the previous asynchronous save's stall
     TS_RETURN_IF_ERROR(run.metrics->write(
-        {{"event", "checkpoint_write_wait"}, {"step", run.state.step}, {"wait_s", r.checkpoint_wait_s}}));
+        {{"event", "checkpoint_write_wait"}, {"step", run.state.step}, {"wait_s", r.checkpoint_wait_s},
+         {"copied_bytes", run.async_saver.last_frozen_bytes()}}));
 
   const bool planned_last = run.state.step == cfg.train.steps ||
                             (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);

@@ -110,11 +110,14 @@ Status AsyncCheckpointer::wait() {
   return outcome_;
 }
 
-double AsyncCheckpointer::wait_until_written() {
+double AsyncCheckpointer::release_live_buffers() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!writing_live_) return 0;
+    writing_live_ = false;
+  }
   const double t0 = Timeline::now_s();
-  std::unique_lock<std::mutex> lk(mu_);
-  if (!writing_live_) return 0;
-  written_cv_.wait(lk, [this] { return !writing_live_; });
+  last_frozen_bytes_ = writer_->freeze(frozen_);
   return Timeline::now_s() - t0;
 }
 
@@ -130,8 +133,9 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   writer_ = std::make_unique<checkpoint::CheckpointWriter>(target, comm.rank());
-  const bool live = options.live_allowed && write_s_ > 0 && write_s_ < 0.8 * options.step_s;
+  const bool live = options.live_allowed;
   last_live_ = live;
+  last_frozen_bytes_ = 0;
   TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_, live));
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -145,14 +149,11 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   nlohmann::json config = model_config_json(cfg), st = training_state_json(state, options.run_config);
   thread_ = std::thread([this, target, rank, world, config = std::move(config), st = std::move(st),
                          o = std::move(options)] {
-    const double w0 = Timeline::now_s();
     Status s = writer_->write_shard();
-    write_s_ = Timeline::now_s() - w0;
     {
       std::lock_guard<std::mutex> lk(mu_);
       writing_live_ = false;
     }
-    written_cv_.notify_all();
     Status handed = write_record(target, rank, s, writer_->record());
     if (s.ok()) s = handed;
     if (s.ok() && rank == 0) s = finalize_on_rank0(target, world, config, st, o);

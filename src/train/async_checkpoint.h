@@ -1,6 +1,8 @@
-// Asynchronous checkpoint saves (train.async_checkpoint): at the step boundary each rank copies
-// its pieces of the training state into host memory (the only stall), then a background thread
-// writes and fsyncs its shard while training goes on. The ranks meet through files, not
+// Asynchronous checkpoint saves (train.async_checkpoint): at the step boundary each rank hands its
+// pieces of the training state to a background thread that writes and fsyncs its shard while
+// training goes on. The parameters and moments are written from the live buffers where only the
+// optimizer update changes them; the update first copies what the writer has not reached yet
+// (release_live_buffers), so the stall is that remainder's copy, not the whole state's. The ranks meet through files, not
 // collectives (a communicator is used from one thread): each rank's thread leaves
 // record_<rank>.json in the staging directory; rank 0's thread waits for all of them, writes the
 // manifest, removes the records, writes COMPLETE and renames the directory into place -- the same
@@ -33,11 +35,9 @@ struct AsyncSaveOptions {
   // Run by this rank's thread once the checkpoint is complete (fault injection damages shards here).
   std::function<Status(const std::string& checkpoint_dir)> after_complete;
   // The parameters and AdamW moments may be written from the live buffers instead of a copy: the
-  // caller then calls wait_until_written() before it changes them (the next optimizer update).
-  // start() takes that way when the previous save's write took under 0.8 x step_s (the time until
-  // the update), so the wait is likely none; else (and for the first save) it copies.
+  // caller then calls release_live_buffers() before it changes them (the next optimizer update),
+  // which copies only what the writer has not reached by then.
   bool live_allowed = false;
-  double step_s = 0;  // the last step's duration
 };
 
 class AsyncCheckpointer {
@@ -55,11 +55,13 @@ class AsyncCheckpointer {
   // Waits for the save in flight (on rank 0: until it is complete or failed) and returns its
   // outcome on this rank; ok when there is none.
   Status wait();
-  // Live saves: blocks until this rank's shard is written (the live buffers may change after it).
-  // Returns the seconds it waited: the rest of the save's training stall.
-  double wait_until_written();
+  // Live saves, before the live buffers change: copies the pieces the writer has not begun and
+  // waits for the one it is writing (CheckpointWriter::freeze). Returns the seconds it took: the
+  // rest of the save's training stall (0 when the shard was already written).
+  double release_live_buffers();
+  int64_t last_frozen_bytes() const { return last_frozen_bytes_; }  // what the last release copied
   // Seconds start() spent waiting for the previous save to finish (saves coming faster than the
-  // disk writes them), and taking the snapshot: with wait_until_written's, the training stall.
+  // disk writes them), and taking the snapshot: with release_live_buffers's, the training stall.
   double last_wait_s() const { return last_wait_s_; }
   double last_snapshot_s() const { return last_snapshot_s_; }
   bool last_live() const { return last_live_; }  // the last save wrote from the live buffers
@@ -68,13 +70,13 @@ class AsyncCheckpointer {
   std::thread thread_;
   Status outcome_;                // written by the thread, read after join
   std::mutex mu_;
-  std::condition_variable written_cv_;
   bool writing_live_ = false;     // a live save's shard is not yet written (guarded by mu_)
   std::vector<float> snapshot_;   // the copied state the thread writes
+  std::vector<std::byte> frozen_; // a live save's unwritten remainder, copied by release_live_buffers
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;
   double last_wait_s_ = 0, last_snapshot_s_ = 0;
-  double write_s_ = 0;  // the last save's shard write (set by its thread, read after the join)
   bool last_live_ = false;
+  int64_t last_frozen_bytes_ = 0;
 };
 
 }  // namespace tessera

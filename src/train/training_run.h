@@ -44,7 +44,6 @@ struct RunClock {
   double timed_s = 0, loader_wait_s = 0, exposed_s = 0;
   double comm_wait_s = 0;  // blocked in the steps' collectives (StepResult::comm_wait_s)
   int64_t timed_steps = 0, steps_this_run = 0;
-  double last_step_s = 0;  // the latest step's duration (an asynchronous save's choice of copying)
   // traffic_bytes() of the dp, tp and pp communicators when the first step began
   uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;
 };

@@ -341,7 +341,7 @@ StepParts TrainingRun::step_parts() {
   StepParts parts{store(), *runner, *sync, *sync, *hooks, timeline};
   parts.scaler = scaler.get();
   parts.world = &world;
-  parts.before_update = [this] { return async_saver.wait_until_written(); };
+  parts.before_update = [this] { return async_saver.release_live_buffers(); };
   parts.guard = guard.get();
   for (size_t c = 1; c < stores.size(); ++c) parts.more_chunks.push_back(stores[c].get());
   return parts;

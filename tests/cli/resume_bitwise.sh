@@ -27,11 +27,22 @@ tiny_train D ds "${RUN[@]}" train.checkpoint_interval=4 --stop-after 10 || fail 
 rm -r D/checkpoints/step_00000010
 tiny_train D ds "${RUN[@]}" train.checkpoint_interval=4 --resume || fail "run D, resumed from step 8"
 
+# The same crash with asynchronous saves, written from the live buffers while the next steps run:
+# the checkpoint of step 8 must hold step 8's state although the updates of steps 9 and 10 came.
+ASYNC=(train.checkpoint_interval=4 train.async_checkpoint=true)
+tiny_train F ds "${RUN[@]}" "${ASYNC[@]}" --stop-after 10 || fail "run F, part 1"
+rm -r F/checkpoints/step_00000010
+cmp D/checkpoints/step_00000008/shard_0.bin F/checkpoints/step_00000008/shard_0.bin ||
+  fail "the asynchronous checkpoint of step 8 differs from the synchronous one"
+tiny_train F ds "${RUN[@]}" "${ASYNC[@]}" --resume || fail "run F, resumed from step 8"
+
 la=$(train_losses A/metrics.jsonl 1 12) || fail "metrics of A"
-ld=$(train_losses D/metrics.jsonl 1 12 repeats) || fail "metrics of D"
-[[ $la == "$ld" ]] || fail "losses of run D (resumed from a periodic checkpoint) differ from run A"
-cmp A/checkpoints/step_00000012/shard_0.bin D/checkpoints/step_00000012/shard_0.bin ||
-  fail "final checkpoint of D differs from A's"
+for r in D F; do
+  lr=$(train_losses $r/metrics.jsonl 1 12 repeats) || fail "metrics of $r"
+  [[ $la == "$lr" ]] || fail "losses of run $r (resumed from a periodic checkpoint) differ from run A"
+  cmp A/checkpoints/step_00000012/shard_0.bin $r/checkpoints/step_00000012/shard_0.bin ||
+    fail "final checkpoint of $r differs from A's"
+done
 for r in B C; do
   lr=$(train_losses $r/metrics.jsonl 1 12) || fail "metrics of $r"
   if [[ $la != "$lr" ]]; then
