@@ -3,6 +3,7 @@
 #include "checkpoint/format.h"
 
 #include "checkpoint/fingerprint.h"
+#include "core/log.h"
 
 #include <algorithm>
 #include <charconv>
@@ -252,6 +253,16 @@ int64_t checked_shape_numel(const std::vector<int64_t>& shape, size_t elem_bytes
 }
 
 uint64_t checksum_bytes(const void* data, size_t bytes) { return XXH64(data, bytes, 0); }
+
+ChecksumStream::ChecksumStream() : state_(XXH64_createState()) {
+  TS_CHECK(state_ != nullptr);
+  XXH64_reset(static_cast<XXH64_state_t*>(state_), 0);
+}
+ChecksumStream::~ChecksumStream() { XXH64_freeState(static_cast<XXH64_state_t*>(state_)); }
+void ChecksumStream::update(const void* data, size_t bytes) {
+  XXH64_update(static_cast<XXH64_state_t*>(state_), data, bytes);
+}
+uint64_t ChecksumStream::digest() const { return XXH64_digest(static_cast<const XXH64_state_t*>(state_)); }
 
 Status validate_coverage(const TensorEntry& e, std::string_view where) {
   const int64_t total = checked_shape_numel(e.global_shape, dtype_size(e.dtype));

@@ -89,6 +89,19 @@ int64_t checked_shape_numel(const std::vector<int64_t>& shape, size_t elem_bytes
 // manifest must never make a reader open anything outside its checkpoint directory.
 bool is_shard_file_name(std::string_view name, int rank);
 uint64_t checksum_bytes(const void* data, size_t bytes);
+// checksum_bytes of a byte string fed in parts: digest() equals checksum_bytes of their concatenation.
+class ChecksumStream {
+ public:
+  ChecksumStream();
+  ~ChecksumStream();
+  ChecksumStream(const ChecksumStream&) = delete;
+  ChecksumStream& operator=(const ChecksumStream&) = delete;
+  void update(const void* data, size_t bytes);
+  uint64_t digest() const;
+
+ private:
+  void* state_;  // XXH64_state_t
+};
 
 // Combines entries that share a key (pieces from different ranks) and checks that they agree on
 // dtype and shape, and that their pieces cover the tensor exactly once. A tensor whose pieces all

@@ -13,6 +13,7 @@
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/fingerprint.h"
+#include "core/log.h"
 
 namespace tessera::checkpoint {
 namespace fs = std::filesystem;
@@ -93,38 +94,73 @@ Status CheckpointWriter::add(std::string key, DType dtype, std::vector<int64_t> 
   return {};
 }
 
-const void* CheckpointWriter::claim_piece(size_t i) {
-  std::lock_guard<std::mutex> lk(progress_mu_);
-  next_piece_ = i + 1;
-  in_flight_ = true;
-  return pending_[i].data;
+namespace {
+// The unit of reading, checksumming and writing: a shard streams through the page cache in slices.
+constexpr size_t kSliceBytes = size_t{8} << 20;
+
+size_t piece_bytes(const TensorEntry& e) {
+  return static_cast<size_t>(e.pieces.front().numel) * dtype_size(e.dtype);
+}
+}  // namespace
+
+const char* CheckpointWriter::source(const Pending& p, size_t offset) {
+  if (p.frozen && offset >= p.frozen_from) return static_cast<const char*>(p.frozen) + (offset - p.frozen_from);
+  return static_cast<const char*>(p.data) + offset;
 }
 
-void CheckpointWriter::piece_done() {
+const void* CheckpointWriter::stage_slice(size_t i, size_t offset, size_t n) {
+  const char* from;
+  {
+    std::lock_guard<std::mutex> lk(progress_mu_);
+    read_piece_ = i;
+    read_offset_ = offset + n;
+    in_flight_ = true;
+    from = source(pending_[i], offset);
+  }
+  std::memcpy(staging_.data(), from, n);
   {
     std::lock_guard<std::mutex> lk(progress_mu_);
     in_flight_ = false;
   }
   progress_cv_.notify_all();
+  return staging_.data();
 }
 
 int64_t CheckpointWriter::freeze(std::vector<std::byte>& scratch) {
+  TS_CHECK(staged_);
   std::unique_lock<std::mutex> lk(progress_mu_);
-  auto piece_bytes = [](const Pending& p) {
-    return static_cast<size_t>(p.entry.pieces.front().numel) * dtype_size(p.entry.dtype);
-  };
   size_t total = 0;
-  for (size_t j = next_piece_; j < pending_.size(); ++j) total += piece_bytes(pending_[j]);
+  for (size_t j = read_piece_; j < pending_.size(); ++j)
+    total += piece_bytes(pending_[j].entry) - (j == read_piece_ ? read_offset_ : 0);
   if (scratch.size() < total) scratch.resize(total);
   size_t at = 0;
-  for (size_t j = next_piece_; j < pending_.size(); ++j) {
-    const size_t n = piece_bytes(pending_[j]);
-    if (n) std::memcpy(scratch.data() + at, pending_[j].data, n);
-    pending_[j].data = scratch.data() + at;
+  for (size_t j = read_piece_; j < pending_.size(); ++j) {
+    Pending& p = pending_[j];
+    const size_t from = j == read_piece_ ? read_offset_ : 0, n = piece_bytes(p.entry) - from;
+    if (n) std::memcpy(scratch.data() + at, source(p, from), n);
+    p.frozen = scratch.data() + at;
+    p.frozen_from = from;
     at += n;
   }
   progress_cv_.wait(lk, [this] { return !in_flight_; });
   return static_cast<int64_t>(total);
+}
+
+Status CheckpointWriter::write_piece(DurableFile& file, size_t i, TensorPiece& piece, DType dtype) {
+  const size_t bytes = piece_bytes(pending_[i].entry), elem = dtype_size(dtype);
+  ChecksumStream checksum;
+  uint64_t fingerprint = 0;  // partial fingerprints add up (mod 2^64) over any split of the range
+  for (size_t offset = 0; offset < bytes; offset += kSliceBytes) {
+    const size_t n = std::min(kSliceBytes, bytes - offset);
+    const void* slice = staged_ ? stage_slice(i, offset, n) : source(pending_[i], offset);
+    checksum.update(slice, n);
+    fingerprint += fingerprint_elements(dtype, piece.global_offset + static_cast<int64_t>(offset / elem),
+                                        static_cast<int64_t>(n / elem), slice);
+    TS_RETURN_IF_ERROR(file.write(slice, n));
+  }
+  piece.checksum = checksum.digest();
+  piece.fingerprint = fingerprint;
+  return {};
 }
 
 int64_t CheckpointWriter::pending_bytes() const {
@@ -150,22 +186,17 @@ Status CheckpointWriter::write_shard() {
 
   auto write_all = [&]() -> Status {
     record_.entries.clear();
+    if (staged_) staging_.resize(std::min(kSliceBytes, static_cast<size_t>(pending_bytes())));
     for (size_t i = 0; i < pending_.size(); ++i) {
       TensorEntry e = pending_[i].entry;
       TensorPiece& piece = e.pieces.front();
-      const size_t bytes = static_cast<size_t>(piece.numel) * dtype_size(e.dtype);
       if (piece.numel == 0) {
         e.pieces.clear();  // keeps the key known on this rank without storing anything
       } else {
         const int64_t pad = (kPieceAlignment - file.bytes_written() % kPieceAlignment) % kPieceAlignment;
         TS_RETURN_IF_ERROR(file.write_zeros(static_cast<size_t>(pad)));
         piece.offset_in_file = file.bytes_written();
-        const void* data = claim_piece(i);
-        piece.checksum = checksum_bytes(data, bytes);
-        piece.fingerprint = fingerprint_elements(e.dtype, piece.global_offset, piece.numel, data);
-        const Status written = file.write(data, bytes);
-        piece_done();
-        TS_RETURN_IF_ERROR(written);
+        TS_RETURN_IF_ERROR(write_piece(file, i, piece, e.dtype));
       }
       record_.entries.push_back(std::move(e));
     }
@@ -182,7 +213,7 @@ Status CheckpointWriter::write_shard() {
   {
     std::lock_guard<std::mutex> lk(progress_mu_);
     pending_.clear();
-    next_piece_ = 0;
+    read_piece_ = read_offset_ = 0;
   }
   written_ = true;
   return {};

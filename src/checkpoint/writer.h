@@ -22,6 +22,8 @@
 
 namespace tessera::checkpoint {
 
+class DurableFile;
+
 // Where one checkpoint is being saved. `staging_tag` names the temporary directory and must be
 // the same on every rank: the trainer broadcasts rank 0's default_staging_tag().
 struct CheckpointTarget {
@@ -49,12 +51,16 @@ class CheckpointWriter {
   // Writes and fsyncs the shard file (refusing early when the final checkpoint already exists).
   // May run on another thread than add() and freeze().
   Status write_shard();
-  // For a write_shard running on another thread, from the thread that owns the added buffers,
-  // before it changes them: the pieces write_shard has not begun are copied into `scratch` and
-  // written from there, and the piece being written is waited for. After it returns the writer
-  // reads none of the caller's buffers. Only what is still unwritten is copied, so the later the
-  // call the less it costs. `scratch` must outlive write_shard; keeping it across saves keeps its
-  // pages mapped. Returns the bytes copied.
+  // Live saves, where the added buffers change soon after write_shard starts on another thread.
+  // Call before write_shard: it then reads each slice of the added buffers once, copying it into
+  // a staging slice of its own, so freeze() never waits for more than one slice's copy.
+  void allow_freeze() { staged_ = true; }
+  // For a write_shard running on another thread (after allow_freeze), from the thread that owns
+  // the added buffers, before it changes them: what write_shard has not read yet is copied into
+  // `scratch` and written from there, and the slice being read is waited for. After it returns
+  // the writer reads none of the caller's buffers; the later the call, the less it copies.
+  // `scratch` must outlive write_shard; keeping it across saves keeps its pages mapped. Returns
+  // the bytes copied.
   int64_t freeze(std::vector<std::byte>& scratch);
   // Fault injection: write_shard fails as on a full disk after `bytes` of the shard (-1 = no
   // limit), or with kill_when_reached the process SIGKILLs itself there.
@@ -69,20 +75,27 @@ class CheckpointWriter {
   const CheckpointTarget& target() const { return target_; }
 
  private:
+  CheckpointTarget target_;
+  int rank_;
   struct Pending {
     TensorEntry entry;  // exactly one piece
     const void* data;
+    const void* frozen = nullptr;  // freeze's copy of bytes [frozen_from, end) of the piece
+    size_t frozen_from = 0;
   };
-  CheckpointTarget target_;
-  int rank_;
-  // Waits for the piece in flight; then this thread writes piece i from pending_[i].data.
-  const void* claim_piece(size_t i);
-  void piece_done();
-  std::vector<Pending> pending_;  // data pointers are redirected by freeze (under progress_mu_)
+  // Where byte `offset` of piece `p` is read from now.
+  static const char* source(const Pending& p, size_t offset);
+  // Copies bytes [offset, offset + n) of piece i into staging_ (marked in flight for freeze).
+  const void* stage_slice(size_t i, size_t offset, size_t n);
+  // Writes piece i (checksum, fingerprint, bytes) slice by slice.
+  Status write_piece(DurableFile& file, size_t i, TensorPiece& piece, DType dtype);
+  std::vector<Pending> pending_;  // frozen / frozen_from are set by freeze (under progress_mu_)
+  bool staged_ = false;
+  std::vector<std::byte> staging_;
   std::mutex progress_mu_;
   std::condition_variable progress_cv_;
-  size_t next_piece_ = 0;   // pieces [0, next_piece_) are written or being written
-  bool in_flight_ = false;  // piece next_piece_ - 1 is being read
+  size_t read_piece_ = 0, read_offset_ = 0;  // bytes before (piece, offset) are read or being read
+  bool in_flight_ = false;                   // the slice just before that is being copied
   ShardRecord record_;
   bool written_ = false;
   int64_t space_limit_ = -1;

@@ -136,6 +136,7 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   const bool live = options.live_allowed;
   last_live_ = live;
   last_frozen_bytes_ = 0;
+  if (live) writer_->allow_freeze();
   TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_, live));
   {
     std::lock_guard<std::mutex> lk(mu_);

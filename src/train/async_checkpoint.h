@@ -55,8 +55,8 @@ class AsyncCheckpointer {
   // Waits for the save in flight (on rank 0: until it is complete or failed) and returns its
   // outcome on this rank; ok when there is none.
   Status wait();
-  // Live saves, before the live buffers change: copies the pieces the writer has not begun and
-  // waits for the one it is writing (CheckpointWriter::freeze). Returns the seconds it took: the
+  // Live saves, before the live buffers change: copies what the writer has not read yet and waits
+  // for the slice it is reading (CheckpointWriter::freeze). Returns the seconds it took: the
   // rest of the save's training stall (0 when the shard was already written).
   double release_live_buffers();
   int64_t last_frozen_bytes() const { return last_frozen_bytes_; }  // what the last release copied
