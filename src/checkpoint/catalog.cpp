@@ -60,11 +60,22 @@ std::string reason_not_to_delete(const fs::path& dir) {
   return {};
 }
 
-Status delete_checkpoint_dir(const fs::path& dir) {
+}  // namespace
+
+Status retire_checkpoint_dir(const fs::path& dir) {
   std::error_code ec;
   // COMPLETE first: from here on readers treat the directory as incomplete.
   fs::remove(dir / kCompleteFile, ec);
-  if (!ec) (void)fsync_dir(dir.string());  // best effort: the marker's removal should reach disk first
+  if (ec) {
+    return io_error("cannot delete old checkpoint '" + dir.string() + "': " + ec.message() +
+                    "; check permissions, or delete it by hand");
+  }
+  (void)fsync_dir(dir.string());  // best effort: the marker's removal should reach disk first
+  return {};
+}
+
+Status delete_retired_checkpoint_dir(const fs::path& dir) {
+  std::error_code ec;
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir, ec)) files.push_back(e.path());
   std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
@@ -80,6 +91,12 @@ Status delete_checkpoint_dir(const fs::path& dir) {
                     "; check permissions, or delete it by hand");
   }
   return {};
+}
+
+namespace {
+Status delete_checkpoint_dir(const fs::path& dir) {
+  TS_RETURN_IF_ERROR(retire_checkpoint_dir(dir));
+  return delete_retired_checkpoint_dir(dir);
 }
 
 }  // namespace
@@ -120,7 +137,7 @@ Result<CheckpointInfo> find_latest_complete(const std::string& run_dir) {
   return all.back();
 }
 
-Status prune_checkpoints(const std::string& run_dir, int keep_last) {
+Result<std::vector<std::string>> retire_old_checkpoints(const std::string& run_dir, int keep_last) {
   if (keep_last < 1)
     return invalid_argument("prune_checkpoints: keep_last is " + std::to_string(keep_last) +
                             ", must be >= 1 (to keep every checkpoint, do not prune)");
@@ -134,7 +151,7 @@ Status prune_checkpoints(const std::string& run_dir, int keep_last) {
     else
       log_warn("'" + c.path + "' is not a Tessera checkpoint (its manifest.json is not ours); pruning leaves it alone");
   }
-  if (static_cast<int>(all.size()) <= keep_last) return {};
+  std::vector<std::string> retired;
   for (size_t i = 0; i + keep_last < all.size(); ++i) {
     const fs::path dir = all[i].path;
     std::string why = reason_not_to_delete(dir);
@@ -142,8 +159,17 @@ Status prune_checkpoints(const std::string& run_dir, int keep_last) {
       log_warn("not deleting old checkpoint '" + dir.string() + "': " + why + "; move it out of the way or delete it by hand");
       continue;
     }
-    TS_RETURN_IF_ERROR(delete_checkpoint_dir(dir));
-    log_info("deleted old checkpoint '" + dir.string() + "' (keeping the last " + std::to_string(keep_last) + ")");
+    TS_RETURN_IF_ERROR(retire_checkpoint_dir(dir));
+    retired.push_back(dir.string());
+  }
+  return retired;
+}
+
+Status prune_checkpoints(const std::string& run_dir, int keep_last) {
+  TS_ASSIGN_OR_RETURN(std::vector<std::string> retired, retire_old_checkpoints(run_dir, keep_last));
+  for (const std::string& dir : retired) {
+    TS_RETURN_IF_ERROR(delete_retired_checkpoint_dir(dir));
+    log_info("deleted old checkpoint '" + dir + "' (keeping the last " + std::to_string(keep_last) + ")");
   }
   return {};
 }

@@ -2,6 +2,7 @@
 // hold a COMPLETE marker and a manifest count; staging (.tmp-*) and incomplete ones are skipped.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ Result<CheckpointInfo> find_latest_complete(const std::string& run_dir);
 // files Tessera writes; one with other files is left in place with a warning. COMPLETE goes first, so an
 // interrupted prune leaves an incomplete directory that readers skip, never a broken "complete" one.
 Status prune_checkpoints(const std::string& run_dir, int keep_last);
+// prune_checkpoints in two halves, for deleting off the caller's thread (background_prune.h): the
+// first removes the COMPLETE markers of the checkpoints to delete (after it, exactly the newest
+// `keep_last` are complete) and returns their directories; the second deletes one such directory.
+Result<std::vector<std::string>> retire_old_checkpoints(const std::string& run_dir, int keep_last);
+Status delete_retired_checkpoint_dir(const std::filesystem::path& dir);
 
 // Removes the staging directories (step_<%08d>.tmp-*) that a crashed save left in
 // <run_dir>/checkpoints, when they hold nothing but files Tessera writes; returns their paths. Call

@@ -150,7 +150,7 @@ Status save_checkpoint(TrainingRun& run, bool last) {
   } else {
     TS_RETURN_IF_ERROR(save_training_checkpoint(checkpoint_world(run), cfg.train.out_dir, cfg.model, chunks, run.state,
                                                 static_cast<int>(cfg.train.keep_checkpoints), run.run_json,
-                                                faults->shard_write_fault(step)));
+                                                faults->shard_write_fault(step), &run.pruner));
     TS_RETURN_IF_ERROR(faults->after_checkpoint(step, checkpoint::checkpoint_target(cfg.train.out_dir, step).final_dir()));
   }
   const double stall = Timeline::now_s() - t0;
@@ -291,6 +291,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     if (run.lead) TS_RETURN_IF_ERROR(Timeline::merge(run.opts.trace_path, run.world.size()));
   }
   TS_RETURN_IF_ERROR(run.async_saver.wait());  // a save in flight must be complete before the run ends
+  run.pruner.finish();                          // and the old checkpoints it replaced gone
   // "preempted" carries the checkpoint, which the launcher names in its message.
   if (s.stop_signal) run.heartbeat.beat("preempted", run.state.step, s.preempted_checkpoint);
   else run.heartbeat.beat("done", run.state.step);

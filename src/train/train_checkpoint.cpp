@@ -176,7 +176,8 @@ nlohmann::json training_state_json(const TrainingState& state, const nlohmann::j
 
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
-                                int keep_last, const nlohmann::json& run_config, ShardWriteFault write_fault) {
+                                int keep_last, const nlohmann::json& run_config, ShardWriteFault write_fault,
+                                checkpoint::BackgroundPruner* pruner) {
   // Every rank must agree on the staging directory name: use rank 0's tag.
   uint64_t tag = checkpoint::default_staging_tag();
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
@@ -191,7 +192,8 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
   if (comm.rank() == 0) {
     local = checkpoint::write_manifest(target, records, model_config_json(cfg), training_state_json(state, run_config));
     if (local.ok()) local = checkpoint::finalize(target);
-    if (local.ok()) local = checkpoint::prune_checkpoints(run_dir, keep_last);
+    if (local.ok())
+      local = pruner ? pruner->prune(run_dir, keep_last) : checkpoint::prune_checkpoints(run_dir, keep_last);
   }
   // Everyone learns whether rank 0 succeeded, so all ranks fail (or continue) together.
   int32_t ok = local.ok() ? 1 : 0;

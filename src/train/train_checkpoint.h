@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/background_prune.h"
 #include "checkpoint/writer.h"
 #include "comm/communicator.h"
 #include "data/loader.h"
@@ -71,10 +72,13 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
                                 const ParamStore& store, AdamW& opt, FlatRange owned, const TrainingState& state,
                                 int keep_last, const nlohmann::json& run_config);
 // As above for a rank holding several model chunks (all written into its one shard file).
-// write_fault (fault injection): this rank's shard write is cut short (fault_injection.h).
+// write_fault (fault injection): this rank's shard write is cut short (fault_injection.h). With a
+// `pruner`, rank 0 deletes the old checkpoints' files in the background (the save returns once
+// they are no longer complete), else before it returns.
 Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, const ModelConfig& cfg,
                                 const std::vector<CheckpointChunk>& chunks, const TrainingState& state,
-                                int keep_last, const nlohmann::json& run_config, ShardWriteFault write_fault = {});
+                                int keep_last, const nlohmann::json& run_config, ShardWriteFault write_fault = {},
+                                checkpoint::BackgroundPruner* pruner = nullptr);
 
 // The pieces (parameters, AdamW m and v) this rank saves of its chunks, registered with `w`. With
 // `snapshot`, they are copied there first and the writer reads the copy (an asynchronous save must

@@ -115,6 +115,7 @@ struct TrainingRun {
   std::set<int64_t> rolled_back_steps;  // steps a rollback skips when the run reaches them again
   HeartbeatFile heartbeat;           // TESSERA_HEARTBEAT_DIR (set by tessera launch)
   AsyncCheckpointer async_saver;     // train.async_checkpoint
+  checkpoint::BackgroundPruner pruner;  // synchronous saves' deletion of old checkpoints
   std::unique_ptr<LossScaler> scaler;  // train.precision = fp16
   Timeline timeline;
   std::optional<MetricsWriter> metrics;

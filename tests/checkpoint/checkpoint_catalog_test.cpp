@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint_test_util.h"
+#include "checkpoint/background_prune.h"
 
 namespace tessera::checkpoint {
 namespace {
@@ -123,6 +124,28 @@ TEST(CheckpointCatalog, PruneWithOnlyTesseraCheckpointsKeepsExactlyK) {
   EXPECT_EQ(complete_steps(run.str()), (std::vector<int64_t>{2, 3, 4}));
   ASSERT_TRUE(prune_checkpoints(run.str(), 1).ok());
   EXPECT_EQ(complete_steps(run.str()), (std::vector<int64_t>{4}));
+}
+
+TEST(CheckpointCatalog, BackgroundPruneRetiresAtOnceAndDeletesLater) {
+  ScratchDir run;
+  const fs::path ckpts = run.path() / "checkpoints";
+  BackgroundPruner pruner;
+  for (int64_t step = 1; step <= 4; ++step) {
+    ASSERT_TRUE(testing::save_single(run.str(), step, {{"x", iota_floats(4, 0.f)}}).ok());
+    ASSERT_TRUE(pruner.prune(run.str(), 2).ok());
+    // Already when prune returns, only the newest two are complete (a resume never picks a
+    // checkpoint whose files are being deleted).
+    EXPECT_EQ(complete_steps(run.str()).size(), static_cast<size_t>(std::min<int64_t>(step, 2))) << step;
+    EXPECT_EQ(find_latest_complete(run.str())->step, step);
+  }
+  // A user's file keeps its directory, complete, as prune_checkpoints does.
+  spit(ckpts / step_dir_name(3) / "mine.txt", "mine");
+  ASSERT_TRUE(testing::save_single(run.str(), 5, {{"x", iota_floats(4, 0.f)}}).ok());
+  ASSERT_TRUE(pruner.prune(run.str(), 1).ok());
+  EXPECT_FALSE(pruner.prune(run.str(), 0).ok());
+  pruner.finish();
+  EXPECT_EQ(complete_steps(run.str()), (std::vector<int64_t>{3, 5}));
+  for (int64_t step : {1, 2, 4}) EXPECT_FALSE(fs::exists(ckpts / step_dir_name(step))) << step;
 }
 
 TEST(CheckpointCatalog, RefusesToOverwriteAnExistingCheckpoint) {
