@@ -13,6 +13,7 @@
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/fingerprint.h"
+#include "checkpoint/live_copy.h"
 #include "core/log.h"
 
 namespace tessera::checkpoint {
@@ -90,7 +91,9 @@ Status CheckpointWriter::add(std::string key, DType dtype, std::vector<int64_t> 
     return invalid_argument("checkpoint writer: tensor '" + key + "' has no data pointer");
   TensorEntry e{std::move(key), dtype, std::move(global_shape), {}};
   e.pieces.push_back(TensorPiece{rank_, record_.file, 0, global_offset, numel, 0});
-  pending_.push_back(Pending{std::move(e), data});
+  const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+  pending_.push_back(Pending{std::move(e), data, static_cast<size_t>(pending_bytes())});
+  if (live_) live_->add(data, bytes);
   return {};
 }
 
@@ -103,47 +106,14 @@ size_t piece_bytes(const TensorEntry& e) {
 }
 }  // namespace
 
-const char* CheckpointWriter::source(const Pending& p, size_t offset) {
-  if (p.frozen && offset >= p.frozen_from) return static_cast<const char*>(p.frozen) + (offset - p.frozen_from);
-  return static_cast<const char*>(p.data) + offset;
+void CheckpointWriter::allow_freeze(std::vector<std::byte>& scratch) {
+  TS_CHECK(pending_.empty());
+  live_ = std::make_unique<LiveCopy>(scratch);
 }
 
-const void* CheckpointWriter::stage_slice(size_t i, size_t offset, size_t n) {
-  const char* from;
-  {
-    std::lock_guard<std::mutex> lk(progress_mu_);
-    read_piece_ = i;
-    read_offset_ = offset + n;
-    in_flight_ = true;
-    from = source(pending_[i], offset);
-  }
-  std::memcpy(staging_.data(), from, n);
-  {
-    std::lock_guard<std::mutex> lk(progress_mu_);
-    in_flight_ = false;
-  }
-  progress_cv_.notify_all();
-  return staging_.data();
-}
-
-int64_t CheckpointWriter::freeze(std::vector<std::byte>& scratch) {
-  TS_CHECK(staged_);
-  std::unique_lock<std::mutex> lk(progress_mu_);
-  size_t total = 0;
-  for (size_t j = read_piece_; j < pending_.size(); ++j)
-    total += piece_bytes(pending_[j].entry) - (j == read_piece_ ? read_offset_ : 0);
-  if (scratch.size() < total) scratch.resize(total);
-  size_t at = 0;
-  for (size_t j = read_piece_; j < pending_.size(); ++j) {
-    Pending& p = pending_[j];
-    const size_t from = j == read_piece_ ? read_offset_ : 0, n = piece_bytes(p.entry) - from;
-    if (n) std::memcpy(scratch.data() + at, source(p, from), n);
-    p.frozen = scratch.data() + at;
-    p.frozen_from = from;
-    at += n;
-  }
-  progress_cv_.wait(lk, [this] { return !in_flight_; });
-  return static_cast<int64_t>(total);
+int64_t CheckpointWriter::freeze() {
+  TS_CHECK(live_ != nullptr);
+  return static_cast<int64_t>(live_->freeze());
 }
 
 Status CheckpointWriter::write_piece(DurableFile& file, size_t i, TensorPiece& piece, DType dtype) {
@@ -152,7 +122,8 @@ Status CheckpointWriter::write_piece(DurableFile& file, size_t i, TensorPiece& p
   uint64_t fingerprint = 0;  // partial fingerprints add up (mod 2^64) over any split of the range
   for (size_t offset = 0; offset < bytes; offset += kSliceBytes) {
     const size_t n = std::min(kSliceBytes, bytes - offset);
-    const void* slice = staged_ ? stage_slice(i, offset, n) : source(pending_[i], offset);
+    const void* slice = live_ ? static_cast<const void*>(live_->copied(pending_[i].live_at + offset))
+                              : static_cast<const char*>(pending_[i].data) + offset;
     checksum.update(slice, n);
     fingerprint += fingerprint_elements(dtype, piece.global_offset + static_cast<int64_t>(offset / elem),
                                         static_cast<int64_t>(n / elem), slice);
@@ -171,6 +142,7 @@ int64_t CheckpointWriter::pending_bytes() const {
 
 Status CheckpointWriter::write_shard() {
   if (written_) return invalid_argument("checkpoint writer: write_shard called twice");
+  if (live_) live_->run();  // first, while the owner computes: afterwards only the copy is read
   TS_RETURN_IF_ERROR(refuse_existing(target_));
   const std::string dir = target_.staging_dir();
   std::error_code ec;
@@ -186,7 +158,6 @@ Status CheckpointWriter::write_shard() {
 
   auto write_all = [&]() -> Status {
     record_.entries.clear();
-    if (staged_) staging_.resize(std::min(kSliceBytes, static_cast<size_t>(pending_bytes())));
     for (size_t i = 0; i < pending_.size(); ++i) {
       TensorEntry e = pending_[i].entry;
       TensorPiece& piece = e.pieces.front();
@@ -210,11 +181,7 @@ Status CheckpointWriter::write_shard() {
   }
   // The file's directory entry must be durable too before rank 0 writes the manifest.
   TS_RETURN_IF_ERROR(fsync_dir(dir));
-  {
-    std::lock_guard<std::mutex> lk(progress_mu_);
-    pending_.clear();
-    read_piece_ = read_offset_ = 0;
-  }
+  pending_.clear();
   written_ = true;
   return {};
 }

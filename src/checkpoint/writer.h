@@ -7,16 +7,16 @@
 // writes COMPLETE there last and renames the directory into place, so a directory named
 // step_<%08d> is always complete. An existing checkpoint is never overwritten.
 #pragma once
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/format.h"
+#include "checkpoint/live_copy.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -52,16 +52,15 @@ class CheckpointWriter {
   // May run on another thread than add() and freeze().
   Status write_shard();
   // Live saves, where the added buffers change soon after write_shard starts on another thread.
-  // Call before write_shard: it then reads each slice of the added buffers once, copying it into
-  // a staging slice of its own, so freeze() never waits for more than one slice's copy.
-  void allow_freeze() { staged_ = true; }
+  // Call before add(): write_shard then first copies the added buffers into `scratch` at memory
+  // speed (LiveCopy) and writes from there, so the owner's freeze() rarely has anything left to
+  // copy. `scratch` must outlive write_shard; keeping it across saves keeps its pages mapped.
+  void allow_freeze(std::vector<std::byte>& scratch);
   // For a write_shard running on another thread (after allow_freeze), from the thread that owns
-  // the added buffers, before it changes them: what write_shard has not read yet is copied into
-  // `scratch` and written from there, and the slice being read is waited for. After it returns
-  // the writer reads none of the caller's buffers; the later the call, the less it copies.
-  // `scratch` must outlive write_shard; keeping it across saves keeps its pages mapped. Returns
-  // the bytes copied.
-  int64_t freeze(std::vector<std::byte>& scratch);
+  // the added buffers, before it changes them: what write_shard has not copied yet is copied here,
+  // and the slice it is copying is waited for. After it returns the writer reads none of the
+  // caller's buffers; the later the call, the less it copies. Returns the bytes copied.
+  int64_t freeze();
   // Fault injection: write_shard fails as on a full disk after `bytes` of the shard (-1 = no
   // limit), or with kill_when_reached the process SIGKILLs itself there.
   void limit_space(int64_t bytes, bool kill_when_reached = false) {
@@ -80,22 +79,12 @@ class CheckpointWriter {
   struct Pending {
     TensorEntry entry;  // exactly one piece
     const void* data;
-    const void* frozen = nullptr;  // freeze's copy of bytes [frozen_from, end) of the piece
-    size_t frozen_from = 0;
+    size_t live_at;     // its offset in live_'s copy
   };
-  // Where byte `offset` of piece `p` is read from now.
-  static const char* source(const Pending& p, size_t offset);
-  // Copies bytes [offset, offset + n) of piece i into staging_ (marked in flight for freeze).
-  const void* stage_slice(size_t i, size_t offset, size_t n);
   // Writes piece i (checksum, fingerprint, bytes) slice by slice.
   Status write_piece(DurableFile& file, size_t i, TensorPiece& piece, DType dtype);
-  std::vector<Pending> pending_;  // frozen / frozen_from are set by freeze (under progress_mu_)
-  bool staged_ = false;
-  std::vector<std::byte> staging_;
-  std::mutex progress_mu_;
-  std::condition_variable progress_cv_;
-  size_t read_piece_ = 0, read_offset_ = 0;  // bytes before (piece, offset) are read or being read
-  bool in_flight_ = false;                   // the slice just before that is being copied
+  std::vector<Pending> pending_;
+  std::unique_ptr<LiveCopy> live_;  // allow_freeze
   ShardRecord record_;
   bool written_ = false;
   int64_t space_limit_ = -1;

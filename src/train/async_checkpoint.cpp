@@ -117,7 +117,7 @@ double AsyncCheckpointer::release_live_buffers() {
     writing_live_ = false;
   }
   const double t0 = Timeline::now_s();
-  last_frozen_bytes_ = writer_->freeze(frozen_);
+  last_frozen_bytes_ = writer_->freeze();
   return Timeline::now_s() - t0;
 }
 
@@ -136,7 +136,7 @@ Status AsyncCheckpointer::start(Communicator& comm, const std::string& run_dir, 
   const bool live = options.live_allowed;
   last_live_ = live;
   last_frozen_bytes_ = 0;
-  if (live) writer_->allow_freeze();
+  if (live) writer_->allow_freeze(frozen_);
   TS_RETURN_IF_ERROR(add_checkpoint_pieces(*writer_, chunks, &snapshot_, live));
   {
     std::lock_guard<std::mutex> lk(mu_);

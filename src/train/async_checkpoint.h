@@ -72,7 +72,7 @@ class AsyncCheckpointer {
   std::mutex mu_;
   bool writing_live_ = false;     // a live save's shard is not yet written (guarded by mu_)
   std::vector<float> snapshot_;   // the copied state the thread writes
-  std::vector<std::byte> frozen_; // a live save's unwritten remainder, copied by release_live_buffers
+  std::vector<std::byte> frozen_; // a live save's copy of the live buffers (LiveCopy), kept across saves
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;
   double last_wait_s_ = 0, last_snapshot_s_ = 0;
   bool last_live_ = false;
