@@ -19,6 +19,7 @@ std::string_view collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::all_reduce: return "all_reduce";
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::all_to_all: return "all_to_all";
     case CollectiveKind::broadcast: return "broadcast";
     case CollectiveKind::barrier: return "barrier";
     case CollectiveKind::split: return "split";

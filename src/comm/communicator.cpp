@@ -18,7 +18,9 @@ Status Communicator::validate(const CommOp& op) const {
   if (op.kind == CollectiveKind::barrier) return Status();
   if (op.count < 0) return invalid_argument(where + "negative element count " + std::to_string(op.count));
   int64_t total = op.count;
-  if (op.kind == CollectiveKind::reduce_scatter || op.kind == CollectiveKind::all_gather) total *= size();
+  const bool blocked = op.kind == CollectiveKind::reduce_scatter || op.kind == CollectiveKind::all_gather ||
+                       op.kind == CollectiveKind::all_to_all;
+  if (blocked) total *= size();
   if (total > INT_MAX)
     return invalid_argument(where + std::to_string(total) + " elements exceed the 2^31-1 per call that MPI counts " +
                             "allow; split the buffer into several calls");
@@ -44,7 +46,8 @@ void Communicator::count_traffic(const CommOp& op) {
   switch (op.kind) {
     case CollectiveKind::all_reduce: wire = 2 * (p - 1) / p * bytes; break;
     case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_gather: wire = (p - 1) * bytes; break;  // count is one rank's block
+    case CollectiveKind::all_gather:
+    case CollectiveKind::all_to_all: wire = (p - 1) * bytes; break;  // count is one rank's block
     case CollectiveKind::broadcast:
     case CollectiveKind::send: wire = p > 1 ? bytes : 0; break;
     default: break;
@@ -87,6 +90,12 @@ Status Communicator::all_gather(const void* s, void* r, int64_t n, DType dt) {
 }
 Work Communicator::all_gather_async(const void* s, void* r, int64_t n, DType dt) {
   return start_checked(make_op(CollectiveKind::all_gather, s, r, n, dt));
+}
+Status Communicator::all_to_all(const void* s, void* r, int64_t n, DType dt) {
+  return run_checked(make_op(CollectiveKind::all_to_all, s, r, n, dt));
+}
+Work Communicator::all_to_all_async(const void* s, void* r, int64_t n, DType dt) {
+  return start_checked(make_op(CollectiveKind::all_to_all, s, r, n, dt));
 }
 Status Communicator::broadcast(void* buf, int64_t n, DType dt, int root) {
   return run_checked(make_op(CollectiveKind::broadcast, buf, buf, n, dt, ReduceOp::sum, root));

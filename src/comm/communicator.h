@@ -6,6 +6,8 @@
 //   all_reduce      send: count            recv: count            (send == recv: in place)
 //   reduce_scatter  send: count * size()   recv: count            (rank r gets block r)
 //   all_gather      send: count            recv: count * size()   (block r comes from rank r)
+//   all_to_all      send: count * size()   recv: count * size()   (send block s goes to rank s; recv
+//                                                                  block r comes from rank r)
 //   broadcast       buf: count on every rank, root's contents win
 //   send / recv     count, matched by (peer, tag)
 // Reductions accept f32, bf16, f16, i32 (avg not for i32). bf16/f16 reduce through f32: each
@@ -91,6 +93,9 @@ class Communicator {
   Work reduce_scatter_async(const void* send, void* recv, int64_t count, DType dt, ReduceOp op = ReduceOp::sum);
   Status all_gather(const void* send, void* recv, int64_t count, DType dt);
   Work all_gather_async(const void* send, void* recv, int64_t count, DType dt);
+  // count: one block (send and recv must not overlap).
+  Status all_to_all(const void* send, void* recv, int64_t count, DType dt);
+  Work all_to_all_async(const void* send, void* recv, int64_t count, DType dt);
   Status broadcast(void* buf, int64_t count, DType dt, int root);
   Work broadcast_async(void* buf, int64_t count, DType dt, int root);
   Status send(const void* buf, int64_t count, DType dt, int peer, int tag = 0);

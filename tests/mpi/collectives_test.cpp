@@ -129,6 +129,28 @@ TEST_P(Collectives, AllGather) {
   }
 }
 
+// Block s of rank r's send buffer holds value(r * n + s, i): rank s must receive it as its block r.
+TEST_P(Collectives, AllToAll) {
+  DType dt = GetParam();
+  Communicator& w = world();
+  const int n = w.size(), me = w.rank();
+  for (int64_t count : kSizes) {
+    std::vector<float> send;
+    for (int s = 0; s < n; ++s) {
+      const std::vector<float> block = fill(me * n + s, count);
+      send.insert(send.end(), block.begin(), block.end());
+    }
+    Buf in(dt, send), out(dt, std::vector<float>(count * n, -99.f)), out2(dt, std::vector<float>(count * n, -99.f));
+    ASSERT_TRUE(w.all_to_all(in.data(), out.data(), count, dt).ok());
+    ASSERT_TRUE(w.all_to_all_async(in.data(), out2.data(), count, dt).wait().ok());
+    for (int r = 0; r < n; ++r)
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out.at(r * count + i), Buf::round(dt, value(r * n + me, i))) << "block " << r << " element " << i;
+        ASSERT_EQ(out2.at(r * count + i), out.at(r * count + i));
+      }
+  }
+}
+
 TEST_P(Collectives, Broadcast) {
   DType dt = GetParam();
   Communicator& w = world();

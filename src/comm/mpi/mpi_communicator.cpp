@@ -13,7 +13,9 @@ namespace {
 
 size_t op_bytes(const CommOp& op, int size) {
   size_t b = static_cast<size_t>(op.count) * dtype_size(op.dtype);
-  if (op.kind == CollectiveKind::reduce_scatter || op.kind == CollectiveKind::all_gather) b *= size;
+  if (op.kind == CollectiveKind::reduce_scatter || op.kind == CollectiveKind::all_gather ||
+      op.kind == CollectiveKind::all_to_all)
+    b *= size;
   return b;
 }
 
@@ -222,6 +224,7 @@ int MpiCommunicator::call_blocking(const CommOp& op) {
       bool in_place = op.send == static_cast<char*>(op.recv) + static_cast<size_t>(rank_) * n * dtype_size(op.dtype);
       return MPI_Allgather(in_place ? MPI_IN_PLACE : op.send, n, dt, op.recv, n, dt, comm_);
     }
+    case CollectiveKind::all_to_all: return MPI_Alltoall(op.send, n, dt, op.recv, n, dt, comm_);
     case CollectiveKind::broadcast: return MPI_Bcast(op.recv, n, dt, op.peer, comm_);
     case CollectiveKind::barrier: return MPI_Barrier(comm_);
     case CollectiveKind::send: return MPI_Send(op.send, n, dt, op.peer, op.tag, comm_);
@@ -253,6 +256,7 @@ int MpiCommunicator::call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI
       bool in_place = op.send == static_cast<char*>(op.recv) + static_cast<size_t>(rank_) * n * dtype_size(op.dtype);
       return MPI_Iallgather(in_place ? MPI_IN_PLACE : op.send, n, dt, op.recv, n, dt, comm_, req);
     }
+    case CollectiveKind::all_to_all: return MPI_Ialltoall(op.send, n, dt, op.recv, n, dt, comm_, req);
     case CollectiveKind::broadcast: return MPI_Ibcast(op.recv, n, dt, op.peer, comm_, req);
     case CollectiveKind::barrier: return MPI_Ibarrier(comm_, req);
     case CollectiveKind::send: return MPI_Isend(op.send, n, dt, op.peer, op.tag, comm_, req);
