@@ -8,11 +8,15 @@ namespace tessera {
 
 namespace {
 
-Status check_shape(int B, int T, int rank, int world) {
+Status check_shape(int B, int T, int rank, int world, SequenceChunk chunk = {}) {
   if (B < 1 || T < 1) return invalid_argument("loader batch size B and sequence length T must be >= 1 (B=" + std::to_string(B) +
                                               ", T=" + std::to_string(T) + ")");
   if (world < 1 || rank < 0 || rank >= world)
     return invalid_argument("loader rank " + std::to_string(rank) + " is outside world size " + std::to_string(world));
+  if (chunk.count < 1 || chunk.index < 0 || chunk.index >= chunk.count || T % chunk.count != 0)
+    return invalid_argument("loader sequence chunk " + std::to_string(chunk.index) + " of " + std::to_string(chunk.count) +
+                            " does not split sequences of " + std::to_string(T) +
+                            " tokens: the chunk count must divide the sequence length");
   return Status();
 }
 
@@ -21,21 +25,23 @@ std::string split_name(const DatasetManifest& m, const std::string& split) {
 }
 
 // Window (T+1 tokens) -> one input row and one target row.
-void split_window(const int32_t* w, int T, int32_t* in, int32_t* tgt) {
-  std::memcpy(in, w, sizeof(int32_t) * T);
-  std::memcpy(tgt, w + 1, sizeof(int32_t) * T);
+// A window of T+1 tokens into this chunk's T/count inputs and their targets.
+void split_window(const int32_t* w, int T, SequenceChunk chunk, int32_t* in, int32_t* tgt) {
+  const int n = T / chunk.count, first = chunk.index * n;
+  std::memcpy(in, w + first, sizeof(int32_t) * n);
+  std::memcpy(tgt, w + first + 1, sizeof(int32_t) * n);
 }
 
 }  // namespace
 
 Result<std::unique_ptr<DataLoader>> DataLoader::open(const DatasetManifest& m, const std::string& split, const LoaderConfig& c) {
-  TS_RETURN_IF_ERROR(check_shape(c.B, c.T, c.rank, c.world));
+  TS_RETURN_IF_ERROR(check_shape(c.B, c.T, c.rank, c.world, c.chunk));
   TS_ASSIGN_OR_RETURN(WindowIndex ix, WindowIndex::open(m.shard_paths(split), c.T, split_name(m, split)));
   return std::unique_ptr<DataLoader>(new DataLoader(std::move(ix), c));
 }
 
 Result<std::unique_ptr<DataLoader>> DataLoader::open_shards(const std::vector<std::string>& shard_paths, const LoaderConfig& c) {
-  TS_RETURN_IF_ERROR(check_shape(c.B, c.T, c.rank, c.world));
+  TS_RETURN_IF_ERROR(check_shape(c.B, c.T, c.rank, c.world, c.chunk));
   TS_ASSIGN_OR_RETURN(WindowIndex ix, WindowIndex::open(shard_paths, c.T, "given shard list"));
   return std::unique_ptr<DataLoader>(new DataLoader(std::move(ix), c));
 }
@@ -109,10 +115,10 @@ void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
     cv_.notify_all();
   }
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const int T = cfg_.T;
+  const int T = cfg_.T, n = T / cfg_.chunk.count;
   for (int j = 0; j < cfg_.B; ++j)
-    split_window(&b.windows[static_cast<size_t>(j) * (T + 1)], T, inputs + static_cast<size_t>(j) * T,
-                 targets + static_cast<size_t>(j) * T);
+    split_window(&b.windows[static_cast<size_t>(j) * (T + 1)], T, cfg_.chunk, inputs + static_cast<size_t>(j) * n,
+                 targets + static_cast<size_t>(j) * n);
   consumed_ = b.after;
   last_samples_ = std::move(b.samples);
 }
@@ -129,16 +135,18 @@ Status DataLoader::restore(const LoaderPosition& p) {
   return Status();
 }
 
-Result<EvalLoader> EvalLoader::open(const DatasetManifest& m, const std::string& split, int B, int T, int rank, int world) {
-  TS_RETURN_IF_ERROR(check_shape(B, T, rank, world));
+Result<EvalLoader> EvalLoader::open(const DatasetManifest& m, const std::string& split, int B, int T, int rank, int world,
+                                    SequenceChunk chunk) {
+  TS_RETURN_IF_ERROR(check_shape(B, T, rank, world, chunk));
   TS_ASSIGN_OR_RETURN(WindowIndex ix, WindowIndex::open(m.shard_paths(split), T, split_name(m, split)));
-  return EvalLoader(std::move(ix), B, rank, world);
+  return EvalLoader(std::move(ix), B, rank, world, chunk);
 }
 
-Result<EvalLoader> EvalLoader::open_shards(const std::vector<std::string>& shard_paths, int B, int T, int rank, int world) {
-  TS_RETURN_IF_ERROR(check_shape(B, T, rank, world));
+Result<EvalLoader> EvalLoader::open_shards(const std::vector<std::string>& shard_paths, int B, int T, int rank, int world,
+                                           SequenceChunk chunk) {
+  TS_RETURN_IF_ERROR(check_shape(B, T, rank, world, chunk));
   TS_ASSIGN_OR_RETURN(WindowIndex ix, WindowIndex::open(shard_paths, T, "given shard list"));
-  return EvalLoader(std::move(ix), B, rank, world);
+  return EvalLoader(std::move(ix), B, rank, world, chunk);
 }
 
 bool EvalLoader::next_batch(int32_t* inputs, int32_t* targets) {
@@ -148,7 +156,8 @@ bool EvalLoader::next_batch(int32_t* inputs, int32_t* targets) {
   const uint64_t base = next_ * static_cast<uint64_t>(B_) * world_ + static_cast<uint64_t>(rank_) * B_;
   for (int j = 0; j < B_; ++j) {
     index_.read_window(base + j, row_.data());
-    split_window(row_.data(), T, inputs + static_cast<size_t>(j) * T, targets + static_cast<size_t>(j) * T);
+    const size_t n = static_cast<size_t>(T / chunk_.count);
+    split_window(row_.data(), T, chunk_, inputs + j * n, targets + j * n);
   }
   ++next_;
   return true;

@@ -17,9 +17,17 @@
 
 namespace tessera {
 
+// Context parallelism: a rank holds positions [index*T/count, (index+1)*T/count) of every sequence
+// (its inputs and their targets), so next_batch fills B * T/count of each. T % count must be 0.
+struct SequenceChunk {
+  int index = 0;
+  int count = 1;
+};
+
 struct LoaderConfig {
   int B = 4;    // sequences per micro-batch on this rank
   int T = 64;   // sequence length
+  SequenceChunk chunk;  // this rank's positions of each sequence (all of them by default)
   uint64_t seed = 1337;
   int rank = 0;
   int world = 1;  // data-parallel ranks sharing the stream
@@ -53,8 +61,8 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Fills B*T inputs and B*T targets (targets[i] is the token after inputs[i]). Never fails: the
-  // shards were validated when opened.
+  // Fills B*T inputs and B*T targets (targets[i] is the token after inputs[i]); B*T/count each with a
+  // SequenceChunk. Never fails: the shards were validated when opened.
   void next_batch(int32_t* inputs, int32_t* targets);
   // Position after the last batch returned by next_batch (prefetched batches do not count).
   LoaderPosition position() const { return consumed_; }
@@ -104,18 +112,20 @@ class DataLoader {
 class EvalLoader {
  public:
   static Result<EvalLoader> open(const DatasetManifest& m, const std::string& split, int B, int T, int rank = 0,
-                                 int world = 1);
+                                 int world = 1, SequenceChunk chunk = {});
   static Result<EvalLoader> open_shards(const std::vector<std::string>& shard_paths, int B, int T, int rank = 0,
-                                        int world = 1);
+                                        int world = 1, SequenceChunk chunk = {});
   // False (and nothing written) when the split is exhausted.
   bool next_batch(int32_t* inputs, int32_t* targets);
   void reset() { next_ = 0; }
   uint64_t num_batches() const { return index_.num_windows() / (static_cast<uint64_t>(B_) * world_); }
 
  private:
-  EvalLoader(WindowIndex index, int B, int rank, int world) : index_(std::move(index)), B_(B), rank_(rank), world_(world) {}
+  EvalLoader(WindowIndex index, int B, int rank, int world, SequenceChunk chunk)
+      : index_(std::move(index)), B_(B), rank_(rank), world_(world), chunk_(chunk) {}
   WindowIndex index_;
   int B_, rank_, world_;
+  SequenceChunk chunk_;
   uint64_t next_ = 0;  // batches returned since reset
   std::vector<int32_t> row_;
 };
