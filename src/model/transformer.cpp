@@ -96,6 +96,7 @@ void Transformer::allocate_activations() {
     }
     if (attention) {
       la.atty = act_buffer(N * A);
+      if (cp_size_ > 1) la.atty_heads = act_buffer(N * A);
       la.lse = act_buffer(B * d.NH * T);
     }
     if (rest) {
@@ -146,6 +147,14 @@ void Transformer::allocate_activations() {
     if (!is_first_stage()) a.stage_in = act_buffer(N * C);
     if (!is_last_stage()) a.stage_out = act_buffer(N * C);
   }
+  if (cp_size_ > 1 && first_ < last_) {
+    a.cp_qkv = act_buffer(N * Q);
+    a.cp_datty_heads = act_buffer(N * A);
+    a.cp_dqkv_heads = act_buffer(N * Q);
+    a.cp_send = act_buffer(N * Q);
+    a.cp_recv = act_buffer(N * Q);
+    build_cp_routes();
+  }
 }
 
 void Transformer::set_recompute(Recompute recompute) {
@@ -164,7 +173,7 @@ Transformer::LayerView Transformer::layer_view(int layer) {
           pick(own.qkv, shared.qkv),     pick(own.atty, shared.atty),         pick(own.lse, shared.lse),
           pick(own.residual2, shared.residual2), pick(own.ln2, shared.ln2),   pick(own.ln2_mean, shared.ln2_mean),
           pick(own.ln2_rstd, shared.ln2_rstd),   pick(own.fch, shared.fch),   pick(own.fch_act, shared.fch_act),
-          own.residual3.as<float>()};
+          own.residual3.as<float>(), pick(own.atty_heads, shared.atty_heads)};
 }
 
 const float* Transformer::layer_input(int layer) {

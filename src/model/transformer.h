@@ -45,6 +45,7 @@
 #include "backend/backend.h"
 #include "core/memory.h"
 #include "model/config.h"
+#include "model/context_parallel_hooks.h"
 #include "model/numerics_probe.h"
 #include "model/op_profile.h"
 #include "model/param_layout.h"
@@ -133,6 +134,16 @@ class Transformer {
   // after a failure the loss and gradients are meaningless.
   Status tp_status() const { return tp_->status(); }
 
+  // Context parallelism (context_parallel_hooks.h): this model's T is the rank's share of the
+  // sequence, positions [cp_rank * T, (cp_rank + 1) * T); attention runs over the cp group's whole
+  // sequence through the hooks' all-to-alls. nullptr (or size 1) restores the whole-sequence model.
+  // Reallocates the activations; TS_CHECKs that cp_size divides the (tp-local) heads and KV heads
+  // and that the model has no MoE layer. `hooks` must outlive the model.
+  void set_context_parallel_hooks(ContextParallelHooks* hooks);
+  int cp_size() const { return cp_size_; }
+  // The hooks' first communication failure (ok without context parallelism).
+  Status cp_status() const { return cp_ ? cp_->status() : Status(); }
+
   // Changes the recomputation mode; reallocates the activations when it changes (so call it at
   // set-up, not between a forward and its backward: the forward's activations are dropped).
   void set_recompute(Recompute recompute);
@@ -204,12 +215,29 @@ class Transformer {
   // accumulates the router's and experts' parameter gradients, and the auxiliary losses' (x scale).
   void moe_backward(int layer, const float* x, const float* dout, float* dx, float scale);
   void record_moe_load(int layer, const MoeActs& m);  // adds the forward's routing to moe_load_
+  // Context parallelism (transformer_context_parallel.cpp). One all-to-all re-arrangement of a
+  // (rows, heads x HS) activation between the sequence split and the head split.
+  struct CpRoute;
+  void build_cp_routes();  // the four routes, into acts_ (after the buffers are allocated)
+  void cp_exchange(const float* in, float* out, const CpRoute& route);
+  // qkv_local (N, Q) after the qkv linear -> v.qkv (head split, RoPE applied), v.atty_heads, v.lse,
+  // and atty (N, A) at this rank's positions.
+  void cp_attention_forward(const LayerView& v, const float* qkv_local, float* atty);
+  // datty (N, A) -> dqkv (N, Q), both at this rank's positions.
+  void cp_attention_backward(const LayerView& v, const float* datty, float* dqkv);
+  // The row of a (positions, C) table (wpe, dwpe) for this rank's first position; null stays null.
+  template <typename F>
+  F* at_first_position(F* table) const {
+    return table ? table + static_cast<int64_t>(cp_rank_) * T_ * cfg_.d_model : nullptr;
+  }
   Backend& be_;
   ModelConfig cfg_;
   ParamStore& store_;
   int64_t B_, T_;
   int first_, last_;
   int tp_rank_ = 0, tp_size_ = 1;
+  ContextParallelHooks* cp_ = nullptr;  // null: the whole sequence
+  int cp_rank_ = 0, cp_size_ = 1;
   bool sp_ = false;  // sequence parallel (only at tp size > 1)
   Recompute recompute_ = Recompute::none;
   Precision precision_ = Precision::fp32;

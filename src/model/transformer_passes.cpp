@@ -93,9 +93,15 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
   });
   probe(ModelPass::forward, l, 0, "ln1", ln1, NS * C);
   const float* qkv_in = column_input(ln1, TpPoint::attn_qkv);
-  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, qkv, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
-  probe(ModelPass::forward, l, 1, "qkv", qkv, N * Q);
+  // Context parallelism: the linear's output stays at this rank's positions; v.qkv gets its head split.
+  float* qkv_out = cp_ ? acts_->cp_qkv.as<float>() : qkv;
+  profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, qkv_out, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
+  probe(ModelPass::forward, l, 1, "qkv", qkv_out, N * Q);
   profiled(prof, OpGroup::attention, [&] {
+    if (cp_) {
+      cp_attention_forward(v, qkv_out, atty);
+      return;
+    }
     if (llama) be_.rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
     be_.attention_forward(atty, v.lse, qkv, B, T, NH, NKV, HS);
   });
@@ -176,9 +182,10 @@ void Transformer::forward(const int32_t* tokens, const int32_t* targets, double*
     last_tokens_ = tokens;
     event(LayerEvent::before_forward, -1);
     float* emb = sp_ ? full : encoded;  // (N, C)
+    const float* wpe = at_first_position(w.wpe);
     profiled(prof, OpGroup::embedding, [&] {
-      if (tp_size_ == 1) be_.embedding_forward(emb, tokens, w.wte, w.wpe, B, T, C);
-      else be_.embedding_forward_range(emb, tokens, w.wte, row_bias(w.wpe), B, T, C, vocab_lo_,
+      if (tp_size_ == 1) be_.embedding_forward(emb, tokens, w.wte, wpe, B, T, C);
+      else be_.embedding_forward_range(emb, tokens, w.wte, row_bias(wpe), B, T, C, vocab_lo_,
                                         vocab_lo_ + V);  // positions added once, like a row-parallel bias
     });
     event(LayerEvent::after_forward, -1);
@@ -323,7 +330,15 @@ void Transformer::backward(float loss_scale) {
       layer_forward(l, x, v, /*mlp_output=*/false);
       recomputing_ = false;
     } else if (recompute_ == Recompute::selective) {
-      profiled(prof, OpGroup::attention, [&] { be_.attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS); });
+      profiled(prof, OpGroup::attention, [&] {
+        if (!cp_) {
+          be_.attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS);
+          return;
+        }
+        const int64_t p = cp_size_;  // v.qkv holds the head split, RoPE applied
+        be_.attention_forward(v.atty_heads, v.lse, v.qkv, B, T * p, NH / p, NKV / p, HS);
+        cp_exchange(v.atty_heads, v.atty, acts_->atty_to_seq);
+      });
     }
     // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))) (dense or shared expert)
     // + moe(norm2(residual2)) (MoE layers); dres carries d residual3.
@@ -368,6 +383,10 @@ void Transformer::backward(float loss_scale) {
     probe(ModelPass::backward, l, 5, "attn_proj", datty, N * A);
     zero(be_, a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
+      if (cp_) {
+        cp_attention_backward(v, datty, dqkv);
+        return;
+      }
       be_.attention_backward(dqkv, datty, v.qkv, v.atty, v.lse, B, T, NH, NKV, HS);
       if (llama) be_.rope_backward(dqkv, B, T, NH, NKV, HS, c.rope_theta);
     });
@@ -390,9 +409,10 @@ void Transformer::backward(float loss_scale) {
     event(LayerEvent::before_backward, -1);
     tp.reduce_from_region_backward({TpPoint::embedding, -1, dres_full, N, C});
     profiled(prof, OpGroup::embedding, [&] {
-      if (tp_size_ == 1) be_.embedding_backward(w.dwte, w.dwpe, dres_full, last_tokens_, B, T, C);
+      float* dwpe = at_first_position(w.dwpe);
+      if (tp_size_ == 1) be_.embedding_backward(w.dwte, dwpe, dres_full, last_tokens_, B, T, C);
       else  // this rank's vocabulary rows; dwpe on every rank (replicated), on rank 0 under sequence parallelism
-        be_.embedding_backward_range(w.dwte, rank0_grad(w.dwpe), dres_full, last_tokens_, B, T, C, vocab_lo_,
+        be_.embedding_backward_range(w.dwte, rank0_grad(dwpe), dres_full, last_tokens_, B, T, C, vocab_lo_,
                                       vocab_lo_ + V);
     });
     grad_ready(-1);

@@ -34,15 +34,25 @@ struct MoeActs {
 
 struct LayerActs {
   Buffer ln1, ln1_mean, ln1_rstd;  // (NS,C) (NS) (NS)
-  Buffer qkv;                      // (N, Q) Q = (NH+2NKV)*HS, after RoPE
+  Buffer qkv;                      // (N, Q) Q = (NH+2NKV)*HS, after RoPE; context-parallel: the
+                                   // head split (B, cp*T, Q/cp)
   Buffer atty;                     // (N, A) A = NH*HS, attention output before projection
-  Buffer lse;                      // (B, NH, T)
+  Buffer atty_heads;               // context-parallel only: atty's head split (B, cp*T, A/cp)
+  Buffer lse;                      // (B, NH, T); context-parallel: (B, NH/cp, cp*T)
   Buffer residual2;                // (NS, C) x + attention branch
   Buffer ln2, ln2_mean, ln2_rstd;  // (NS,C) (NS) (NS)
   Buffer fch;                      // (N, FC) fc output (FC = F for gpt2, 2F [gate|up] for llama)
   Buffer fch_act;                  // (N, F) after GELU / SwiGLU
   Buffer residual3;                // (NS, C) layer output
   MoeActs moe;                     // MoE layers only (else empty)
+};
+
+// A re-arrangement between the sequence split (N, H heads of HS) and the head split (B, cp*T,
+// H/cp heads) as gather (pack into cp blocks), all-to-all, gather (unpack): `pack` and `unpack`
+// hold, per HS-wide row of the result, the row of the source it comes from.
+struct Transformer::CpRoute {
+  Buffer pack, unpack;  // int64 (rows)
+  int64_t rows = 0;     // HS-wide rows: N * H
 };
 
 struct Transformer::Acts {
@@ -75,13 +85,21 @@ struct Transformer::Acts {
   Buffer full;                     // (N, C) a gathered column-parallel input, or a row-parallel
                                    // output (embedding output) before its reduce-scatter
   Buffer stage_in, stage_out;      // (N, C) whole stage input (non-first) / output (non-last)
+  // Context parallelism only (else empty):
+  Buffer cp_qkv;                   // (N, Q) the qkv linear's output at this rank's positions
+  Buffer cp_datty_heads;           // (N, A) datty's head split
+  Buffer cp_dqkv_heads;            // (N, Q) the head split of dqkv
+  Buffer cp_send, cp_recv;         // (N, Q) all-to-all blocks
+  CpRoute qkv_to_heads, qkv_to_seq, atty_to_heads, atty_to_seq;
   bool have_dlogits = false;
 };
 
 // One layer's activations: its own buffers, or the shared ones where it keeps none.
 struct Transformer::LayerView {
   float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *r2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act, *r3;
+  float* atty_heads;  // null without context parallelism
 };
+
 
 // Pointers to one set of tensors (parameters or their gradients); null where absent (no biases).
 struct TensorPtrs {
