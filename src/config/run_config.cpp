@@ -442,11 +442,12 @@ Result<RunConfig> load_run_config_for_world(const std::string& path, const std::
                               std::to_string(cfg.ps.servers + workers % mp));
     dp = workers / mp;
   } else {
-    const int mp = cfg.parallel.tp * cfg.parallel.pp;
+    const int mp = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp;
     if (world_size < mp || world_size % mp != 0)
       return invalid_argument("parallel.dp = 0 (the default) fills the job with data-parallel replicas, but " +
-                              std::to_string(world_size) + " ranks are not a multiple of parallel.tp x parallel.pp = " +
-                              std::to_string(mp) + ": launch a multiple of " + std::to_string(mp) + " ranks");
+                              std::to_string(world_size) + " ranks are not a multiple of parallel.tp x parallel.pp" +
+                              (cfg.parallel.cp > 1 ? " x parallel.cp" : "") + " = " + std::to_string(mp) +
+                              ": launch a multiple of " + std::to_string(mp) + " ranks");
     dp = world_size / mp;
   }
   std::vector<std::string> with_dp = overrides;

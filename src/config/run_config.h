@@ -83,6 +83,10 @@ struct ParallelConfig {
               // resolved by load_run_config_for_world
   int pp = 1;
   int tp = 1;
+  // Context parallelism: cp ranks split each sequence (model/context_parallel_hooks.h). cp_mode:
+  // "ulysses" (all-to-all to a head split around attention); "ring" is refused (not built).
+  int cp = 1;
+  std::string cp_mode = "ulysses";
   double bucket_mb = 4.0;  // gradient all-reduce bucket size
   int zero = 0;            // ZeRO stage over the dp group (0 = plain data parallelism)
   ParallelMode mode = ParallelMode::allreduce;  // allreduce | ps (parameter server, [ps])

@@ -323,6 +323,11 @@ std::vector<SectionSpec> make_schema() {
             "data-parallel ranks; 0 = all the ranks tp x pp leave (world / (tp pp))"},
            {"pp", field(&RC::parallel, &PC::pp), kOk, count_of_ranks(), "pipeline stages"},
            {"tp", field(&RC::parallel, &PC::tp), kOk, count_of_ranks(), "tensor-parallel ranks"},
+           {"cp", field(&RC::parallel, &PC::cp), kOk, count_of_ranks(),
+            "context-parallel ranks: each holds seq_len / cp positions of every sequence"},
+           {"cp_mode", field(&RC::parallel, &PC::cp_mode), kOk, {one_of({"ulysses", "ring"})},
+            "context parallelism: ulysses (all-to-all to a head split around attention; cp divides the KV heads); "
+            "ring is not built yet"},
            {"bucket_mb", field(&RC::parallel, &PC::bucket_mb), kOk,
             {holds([](double x) { return x > 0; }, " must be > 0")}, "gradient all-reduce bucket size"},
            // How the work is split, not the math: a change on --resume keeps the trajectory.

@@ -8,6 +8,14 @@
 #include "parallel/pipeline_schedule_sim.h"
 
 namespace tessera {
+
+namespace {
+// The first failure of the model's tensor- or context-parallel exchanges in its last pass.
+Status model_comm_status(const Transformer& model) {
+  TS_RETURN_IF_ERROR(model.tp_status());
+  return model.cp_status();
+}
+}  // namespace
 namespace {
 
 constexpr int kActivationTag = 1;
@@ -101,7 +109,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
       const int32_t* targets = last_virtual(a.chunk) ? targets_.data() + off : nullptr;
       if (probe_) probe_->begin_micro_batch(a.micro_batch);
       model.forward(tokens, targets, loss_sum_.as<double>());  // adds only where there are targets
-      return model.tp_status();
+      return model_comm_status(model);
     }
     case PipeOp::send_activation: {
       TimelineSpan span(timeline, "send activation", "comm", 1);
@@ -120,7 +128,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
       if (probe_) probe_->begin_micro_batch(a.micro_batch);
       model.backward(micro_scale);  // the scale applies where the loss is; other stages get scaled gradients
       if (first_virtual(a.chunk)) release(a.micro_batch, a.chunk);  // nothing to send back
-      return model.tp_status();
+      return model_comm_status(model);
     }
     case PipeOp::send_gradient: {
       TimelineSpan span(timeline, "send gradient", "comm", 1);
@@ -244,7 +252,7 @@ Result<EvalResult> PipelineRunner::evaluate(EvalLoader& loader, int64_t max_batc
       }
       const float loss = model.forward(first_virtual(c) ? inputs.data() : nullptr,
                                        last_virtual(c) ? targets.data() : nullptr);
-      TS_RETURN_IF_ERROR(model.tp_status());
+      TS_RETURN_IF_ERROR(model_comm_status(model));
       if (last_virtual(c)) sum += loss;
       if (vs + 1 < p * V)
         models_[c][0]->sends.push_back(

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "model/param_layout.h"
 #include "parallel/compression.h"
+#include "parallel/context_parallel.h"
 #include "plan/refusals.h"
 
 namespace tessera {
@@ -28,13 +29,16 @@ Status check_grid(const GridShape& g, int world_size) {
   if (g.world_size() == world_size) return Status::ok_status();
   // The fixes: launch with as many ranks as the grid needs, or a dp that fills the job (pp and tp kept).
   std::string fix = "launch with mpirun -np " + str(g.world_size());
-  if (world_size % (g.pp * g.tp) == 0) fix = "set parallel.dp=" + str(world_size / (g.pp * g.tp)) + " or " + fix;
+  const int mp = g.pp * g.tp * g.cp;
+  if (world_size % mp == 0) fix = "set parallel.dp=" + str(world_size / mp) + " or " + fix;
+  const std::string cp = g.cp > 1 ? " x parallel.cp=" + str(g.cp) : "";
   std::string fits;
   for (const GridShape& f : grid_factorisations(world_size))
     fits += "\n  parallel.dp=" + str(f.dp) + " parallel.pp=" + str(f.pp) + " parallel.tp=" + str(f.tp);
-  return invalid_argument("parallel.dp=" + str(g.dp) + " x parallel.pp=" + str(g.pp) + " x parallel.tp=" + str(g.tp) +
+  return invalid_argument("parallel.dp=" + str(g.dp) + " x parallel.pp=" + str(g.pp) + " x parallel.tp=" + str(g.tp) + cp +
                           " needs " + str(g.world_size()) + " ranks but the job has " + str(world_size) + ": " + fix +
-                          " (grids that fit " + str(world_size) + " ranks:" + fits + ")");
+                          " (grids that fit " + str(world_size) + " ranks" + (g.cp > 1 ? " without cp" : "") + ":" +
+                          fits + ")");
 }
 
 Status check_tensor_parallel(const ModelConfig& m, int tp) {
@@ -201,7 +205,7 @@ std::pair<int, int> ParallelLayout::chunk_layers(int stage, int chunk) const {
 
 std::string ParallelLayout::describe() const {
   std::string s = "dp=" + str(grid.dp) + " tp=" + str(grid.tp) + (sequence_parallel ? " sequence-parallel" : "") +
-                  " pp=" + str(grid.pp);
+                  " pp=" + str(grid.pp) + (grid.cp > 1 ? " cp=" + str(grid.cp) + " (ulysses)" : "");
   if (grid.pp == 1) return s;
   s += " (" + std::string(pipeline_schedule_name(schedule));
   if (pipe.virtual_stages > 1) s += " x" + str(pipe.virtual_stages);
@@ -218,7 +222,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
     return invalid_argument("parallel.dp = 0 (fill the job) is resolved for a world size by load_run_config_for_world "
                             "before the layout is planned");
   ParallelLayout layout;
-  layout.grid = GridShape{p.dp, p.pp, p.tp};
+  layout.grid = GridShape{p.dp, p.pp, p.tp, p.cp};
   layout.sequence_parallel = p.sequence_parallel;
   TS_RETURN_IF_ERROR(check_zero_stage(cfg));
   TS_RETURN_IF_ERROR(check_refusals(cfg));
@@ -226,6 +230,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   TS_RETURN_IF_ERROR(check_grid(layout.grid, grid_ranks));
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));
   TS_RETURN_IF_ERROR(check_sequence_parallel(cfg));
+  TS_RETURN_IF_ERROR(validate_context_parallel(p.cp, cfg.data.seq_len, cfg.model.n_head, cfg.model.n_kv_head, p.tp));
 
   if (p.virtual_stages < 1)
     return invalid_argument("parallel.virtual_stages must be >= 1 (got " + str(p.virtual_stages) + ")");

@@ -16,6 +16,8 @@ bool compresses_other_than_bf16(const RunConfig& c) {
 bool parameter_server(const RunConfig& c) { return c.parallel.mode == ParallelMode::ps; }
 bool fp16(const RunConfig& c) { return c.train.precision == Precision::fp16; }
 
+bool context_parallel(const RunConfig& c) { return c.parallel.cp > 1; }
+
 const std::vector<Refusal>& table() {
   static const std::vector<Refusal> rows = {
       {"train.precision = \"fp16\" with parallel.zero >= 2",
@@ -95,6 +97,31 @@ const std::vector<Refusal>& table() {
        [](const RunConfig& c) { return compresses(c) && c.train.local_steps > 0; },
        "local SGD averages parameter deltas, not gradients",
        "set comm.compression = \"none\", or train.local_steps = 0"},
+      {"parallel.cp >= 2 with parallel.cp_mode = \"ring\"",
+       {"parallel.cp", "parallel.cp_mode"},
+       [](const RunConfig& c) { return context_parallel(c) && c.parallel.cp_mode == "ring"; },
+       "ring attention (key/value blocks passed round the cp group, merged by log-sum-exp) is not built yet",
+       "use parallel.cp_mode = \"ulysses\" (cp must divide the KV heads per tensor-parallel rank)"},
+      {"parallel.cp >= 2 with parallel.mode = \"ps\"",
+       {"parallel.cp", "parallel.mode"},
+       [](const RunConfig& c) { return context_parallel(c) && parameter_server(c); },
+       "a worker pushes its own gradients, but a cp group's ranks hold parts of one sequence's gradient",
+       "use parallel.mode = \"allreduce\", or parallel.cp = 1"},
+      {"parallel.cp >= 2 with train.local_steps >= 1",
+       {"parallel.cp", "train.local_steps"},
+       [](const RunConfig& c) { return context_parallel(c) && c.train.local_steps > 0; },
+       "local SGD steps each replica on its own gradient, but a cp rank's gradient covers only its positions",
+       "set train.local_steps = 0, or parallel.cp = 1"},
+      {"parallel.cp >= 2 with comm.compression other than \"none\"",
+       {"parallel.cp", "comm.compression"},
+       [](const RunConfig& c) { return context_parallel(c) && compresses(c); },
+       "the compressed exchange and its saved error-feedback state are per data-parallel rank, not per dp x cp rank",
+       "set comm.compression = \"none\", or parallel.cp = 1"},
+      {"parallel.cp >= 2 with model.moe_experts >= 1",
+       {"parallel.cp", "model.moe_experts"},
+       [](const RunConfig& c) { return context_parallel(c) && c.model.is_moe(); },
+       "the router's load-balancing loss is a product of means over all of a batch's tokens, which cp splits",
+       "use a dense model, or parallel.cp = 1"},
   };
   return rows;
 }

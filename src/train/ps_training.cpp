@@ -86,7 +86,7 @@ void report_param_server_traffic(TrainingRun& run) {
 }
 
 Communicator& checkpoint_world(TrainingRun& run) { return run.world_survivors ? *run.world_survivors : run.world; }
-Communicator& eval_group(TrainingRun& run) { return run.dp_survivors ? *run.dp_survivors : run.grid->dp(); }
+Communicator& eval_group(TrainingRun& run) { return run.dp_survivors ? *run.dp_survivors : run.grid->param_replicas(); }
 
 Status follow_lost_workers(TrainingRun& run, std::vector<int> lost) {
   const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());

@@ -85,6 +85,7 @@ struct TrainingRun {
   std::optional<EvalLoader> val_loader;
   std::vector<std::unique_ptr<ParamStore>> stores;  // one per model chunk on this rank (V if interleaved)
   std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
+  std::unique_ptr<ContextParallelHooks> cp_hooks;   // cp > 1: the models' all-to-alls over grid->cp()
   std::unique_ptr<GradientSync> sync;   // a training rank's gradient strategy (null on a parameter server)
   std::unique_ptr<ParamServer> server;  // parallel.mode = "ps": a server rank's shards (null elsewhere)
   // Parameter server, async modes, once a worker is lost (ps_training.h, follow_lost_workers): the

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "model/hf_weights.h"
 #include "parallel/compression.h"
+#include "parallel/context_parallel.h"
 #include "parallel/data_parallel.h"
 #include "parallel/param_server_worker.h"
 #include "parallel/local_sgd.h"
@@ -70,12 +71,15 @@ Status open_loaders(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const int B = static_cast<int>(cfg.train.micro_batch), T = static_cast<int>(cfg.data.seq_len);
   const int dp_rank = run.grid->coord().dp, dp_size = run.grid->shape().dp;
+  // Context parallelism: the ranks of a cp group read the same sequences, each its own positions.
+  const SequenceChunk chunk{run.grid->coord().cp, run.grid->shape().cp};
   LoaderConfig lc;
   lc.B = B; lc.T = T; lc.seed = cfg.train.seed;
   lc.rank = dp_rank; lc.world = dp_size;
+  lc.chunk = chunk;
   TS_ASSIGN_OR_RETURN(run.loader, DataLoader::open(run.manifest, "train", lc));
   if (cfg.train.eval_interval > 0) {
-    auto v = EvalLoader::open(run.manifest, "val", B, T, dp_rank, dp_size);
+    auto v = EvalLoader::open(run.manifest, "val", B, T, dp_rank, dp_size, chunk);
     if (!v.ok()) {
       if (run.lead) log_warn("no validation loss: " + v.status().message());
     } else if (v->num_batches() == 0) {  // a mean over nothing is not a loss: never report one
@@ -123,7 +127,7 @@ LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
 // The layout of chunk c of pipeline stage `stage` on tp rank `tp_rank` (the workers' and, in a
 // parameter-server run, the servers' copy of that position).
 ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank) {
-  const int64_t alignment = cfg.parallel.zero > 0 ? zero_layer_alignment(lay.grid.dp) : 16;
+  const int64_t alignment = cfg.parallel.zero > 0 ? zero_layer_alignment(lay.grid.replica_size()) : 16;
   const auto [first, last] = lay.chunk_layers(stage, chunk);
   return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment);
 }
@@ -157,15 +161,21 @@ Status build_training_model(TrainingRun& run) {
     chunks.push_back(run.stores.back().get());
   }
   if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(*run.backend, grid.tp(), lay.sequence_parallel);
+  if (grid.shape().cp > 1) run.cp_hooks = std::make_unique<ContextParallel>(grid.cp());
   if (mc.tied_embeddings && pp_size > 1) {  // collective over the grid's ranks (a PS run: the workers only)
     const bool ends = stage == 0 || stage == pp_size - 1;
-    const int color = ends ? grid.coord().dp * tp_size + grid.coord().tp : -1;
+    GridCoord first_stage = grid.coord();  // one group per (dp, cp, tp): its first and last stage
+    first_stage.pp = 0;
+    const int color = ends ? grid_world_rank(grid.shape(), first_stage) : -1;
     TS_ASSIGN_OR_RETURN(run.embedding_group, grid.world().split(color, stage, "embedding"));
   }
   ModelParallelGroups groups{&grid.dp(), &grid.tp(), &grid.pp(), run.embedding_group.get(), lay.sequence_parallel};
   const Recompute recompute = cfg.train.recompute;
   const Precision precision = cfg.train.precision;
   TensorParallelHooks* hooks = run.tp_hooks.get();
+  ContextParallelHooks* cp_hooks = run.cp_hooks.get();
+  // Context parallelism: the models run on this rank's seq_len / cp positions.
+  const int64_t model_seq_len = cfg.data.seq_len / grid.shape().cp;
   DataLoader* loader = run.loader.get();
   if (is_param_server_run(cfg)) {  // pushes after the tp / pp corrections; no per-layer callbacks
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, chunks, groups));
@@ -187,15 +197,17 @@ Status build_training_model(TrainingRun& run) {
   const bool whole_replica = tp_size == 1 && pp_size == 1;  // short checkpoint keys (local SGD's, compression's)
   auto make_part = [&](ParamStore& store) -> std::unique_ptr<ReplicaSync> {
     if (cfg.train.local_steps > 0) {
-      auto local = std::make_unique<LocalSgd>(*run.backend, grid.dp(), store, cfg.optim, local_sgd_config(cfg));
+      auto local = std::make_unique<LocalSgd>(*run.backend, grid.dp(), store, cfg.optim, local_sgd_config(cfg));  // cp = 1
       const int chunk = static_cast<int>(run.local_sgd.size());
       run.local_sgd.push_back({local.get(), local_sgd_key_prefix(whole_replica, stage, chunk, grid.coord().tp)});
       return local;
     }
+    // The dense parameters' replicas: dp, and the cp ranks sharing each sequence (= dp at cp = 1).
+    Communicator& replicas = grid.param_replicas();
     if (zero > 0)
-      return std::make_unique<ZeroSharded>(*run.backend, grid.dp(), store, cfg.optim, zero,
+      return std::make_unique<ZeroSharded>(*run.backend, replicas, store, cfg.optim, zero,
                                            compression.kind == CompressionKind::bf16);
-    auto dp = std::make_unique<DataParallel>(*run.backend, grid.dp(), store, cfg.optim, bucket_bytes, compression);
+    auto dp = std::make_unique<DataParallel>(*run.backend, replicas, store, cfg.optim, bucket_bytes, compression);
     const int chunk = static_cast<int>(run.compression.size());
     std::function<std::vector<CompressionState>()> state;
     if (CompressedExchange* x = dp->exchange()) state = [x] { return x->state(); };
@@ -204,15 +216,16 @@ Status build_training_model(TrainingRun& run) {
   };
   auto sync = std::make_unique<ModelParallelSync>(*run.backend, groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
-  auto configure = [s, hooks, zero, precision](int chunk, Transformer& model) {
+  auto configure = [s, hooks, cp_hooks, zero, precision](int chunk, Transformer& model) {
     model.set_precision(precision);
     if (hooks) model.set_tensor_parallel_hooks(hooks);
+    if (cp_hooks) model.set_context_parallel_hooks(cp_hooks);
     ReplicaSync* part = &s->chunk_sync(chunk);
     model.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
     if (zero >= 3) model.set_layer_callback([part](Transformer::LayerEvent e, int layer) { part->on_layer_event(e, layer); });
   };
   run.runner = std::make_unique<PipelineRunner>(
-      *run.backend, mc, chunks, cfg.train.micro_batch, cfg.data.seq_len, recompute, grid.pp(), lay.schedule, lay.pipe, *sync,
+      *run.backend, mc, chunks, cfg.train.micro_batch, model_seq_len, recompute, grid.pp(), lay.schedule, lay.pipe, *sync,
       configure,
       batch_source(run));
   run.sync = std::move(sync);
@@ -262,7 +275,7 @@ Status open_sample_ledger(TrainingRun& run) {
   TS_RETURN_IF_ERROR(run.world.broadcast_async(&id, sizeof id, DType::u8, 0).wait());
   if (!run.loader) return Status::ok_status();  // a parameter server
   const GridCoord c = run.grid->coord();
-  if (c.tp != 0 || c.pp != 0) return Status::ok_status();
+  if (c.tp != 0 || c.pp != 0 || c.cp != 0) return Status::ok_status();
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
   LedgerRun line{hex, run.state.step, run.dp_size(), run.cfg.train.micro_batch, run.cfg.train.seed,

@@ -91,6 +91,8 @@ virtual_stages = 3
 zero = 2
 stage_layers = [1, 2]
 sequence_parallel = true
+cp = 2
+cp_mode = "ring"
 layout = "auto"
 mode = "ps"
 

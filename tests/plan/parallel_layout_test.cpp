@@ -239,6 +239,26 @@ TEST(ParallelLayout, SequenceParallelErrors) {
 
 // ---- the parameter server: workers are dp replicas of tp x pp ranks, then ps.servers ----
 
+TEST(ParallelLayout, ContextParallelGridAndErrors) {
+  const ParallelLayout l = plan_ok(config({"parallel.dp=2", "parallel.cp=2", "parallel.tp=2"}), 8);
+  EXPECT_EQ(l.grid.cp, 2);
+  EXPECT_EQ(l.grid.world_size(), 8);
+  EXPECT_EQ(l.grid.replica_size(), 4);
+  EXPECT_HAS(l.describe(), "cp=2 (ulysses)");
+  // The world must be the product, with the fix.
+  const std::string world = plan_err(config({"parallel.dp=2", "parallel.cp=2"}), 2);
+  EXPECT_HAS(world, "parallel.cp=2");
+  EXPECT_HAS(world, "needs 4 ranks");
+  // seq_len 64 does not split into 3 chunks.
+  EXPECT_HAS(plan_err(config({"parallel.cp=3"}), 3), "does not divide data.seq_len = 64");
+  // tiny: 4 heads, 4 KV heads; with tp 2, 2 per rank, which cp 4 cannot split.
+  const std::string heads = plan_err(config({"parallel.cp=4", "parallel.tp=2"}), 8);
+  EXPECT_HAS(heads, "2 KV heads per tensor-parallel rank");
+  EXPECT_HAS(plan_err(config({"parallel.cp=2", "parallel.cp_mode=\"ring\""}), 2), "ring attention");
+  EXPECT_HAS(plan_err(config({"parallel.cp=2", "model.preset=\"tiny-moe\""}), 2), "model.moe_experts");
+  EXPECT_HAS(plan_err(config({"parallel.cp=2", "train.local_steps=2"}), 2), "train.local_steps");
+}
+
 TEST(ParallelLayout, ParamServerWorkersAreModelParallelReplicas) {
   // 5 ranks with 1 server: 4 workers = dp 2 x tp 2; the grid spans the workers only.
   ParallelLayout l = plan_ok(config({"parallel.mode=ps", "parallel.dp=2", "parallel.tp=2", "train.batch_tokens=512"}), 5);
