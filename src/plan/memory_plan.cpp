@@ -38,8 +38,12 @@ struct RankResult {
 
 RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCoord coord) {
   const ModelConfig& mc = cfg.model;
-  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
-  const int tp = lay.grid.tp, dp = lay.grid.dp, zero = cfg.parallel.zero;
+  // Context parallelism: each rank holds seq_len / cp positions, and the dense parameters are
+  // replicated (and ZeRO-sharded) over dp x cp (Grid::param_replicas(), in world-rank order).
+  const int cp = lay.grid.cp;
+  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len / cp;
+  const int tp = lay.grid.tp, dp = lay.grid.replica_size(), zero = cfg.parallel.zero;
+  const int replica_rank = coord.cp + cp * (coord.ep + lay.grid.ep * coord.dp);
   const bool sp = lay.sequence_parallel && tp > 1;
   const Recompute recompute = cfg.train.recompute;
   Counters k;
@@ -64,7 +68,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     const ParamLayout& layout = *layouts.back();
     r.parameters += layout.total_numel();
     if (zero > 0) {
-      zc.push_back(std::make_unique<ZeroChunk>(mc, layout, zero, dp, coord.dp, T, k));
+      zc.push_back(std::make_unique<ZeroChunk>(mc, layout, zero, dp, replica_rank, T, k));
       zc.back()->allocate();
     } else {
       k.alloc(MemCategory::parameters, layout.total_numel() * kF);
@@ -93,7 +97,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   }
   // PipelineRunner: the activation slots. Each model is built for train.recompute with whole rows,
   // then configure() (training_setup.cpp) reallocates it (the old set freed first) for its
-  // sequence-parallel row shard when it sets the hooks.
+  // sequence-parallel row shard when it sets the hooks, and again for context parallelism.
   k.alloc(MemCategory::activations, sizeof(double));  // PipelineRunner: the step's loss, on the device
   const std::vector<PipeAction> actions = make_pipeline_schedule(lay.schedule, lay.pipe, coord.pp);
   for (int c = 0; c < V; ++c) {
@@ -102,14 +106,15 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     const ParamLayout& layout = *layouts[static_cast<size_t>(c)];
     for (int i = 0; i < n; ++i) {
       std::vector<int> ids;
-      auto reallocate = [&](bool rows_shard, Recompute mode) {
+      auto reallocate = [&](bool rows_shard, Recompute mode, int cp_size) {
         for (int id : ids) k.free(id);
         ids.clear();
-        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode))
+        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode, cp_size))
           ids.push_back(k.alloc(MemCategory::activations, f * kF));
       };
-      reallocate(false, recompute);
-      if (sp) reallocate(true, recompute);
+      reallocate(false, recompute, 1);
+      if (sp) reallocate(true, recompute, 1);
+      if (cp > 1) reallocate(sp, recompute, cp);
     }
   }
   for (auto& z : zc) z->broadcast_parameters();
@@ -196,9 +201,9 @@ std::vector<int64_t> micro_batch_candidates(const RunConfig& cfg) {
 }  // namespace
 
 int64_t transformer_activation_bytes(const ModelConfig& cfg, const ParamLayout& layout, int64_t B, int64_t T,
-                                     bool sequence_parallel, Recompute recompute) {
+                                     bool sequence_parallel, Recompute recompute, int cp) {
   int64_t sum = 0;
-  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute)) sum += f * kF;
+  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute, cp)) sum += f * kF;
   return sum;
 }
 

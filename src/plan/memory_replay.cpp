@@ -26,7 +26,7 @@ ActDims act_dims(const ModelConfig& c, const ParamLayout& layout, int64_t B, int
 
 // The buffers allocate_activations makes, each as a number of floats (zero-sized ones allocate nothing).
 std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
-                                        bool sp, Recompute recompute) {
+                                        bool sp, Recompute recompute, int cp) {
   const ActDims d = act_dims(c, layout, B, T, sp && layout.tp().size > 1);
   const bool first = layout.first_layer() == 0, last = layout.last_layer() == c.n_layer;
   const int64_t N = d.N, NS = d.NS, C = d.C;
@@ -37,8 +37,9 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
   auto layer_saved = [&](std::vector<int64_t>& out) {
     out.insert(out.end(), {NS * C, NS, NS,      // ln1, mean, rstd
                            N * d.Q,             // qkv
-                           N * d.A,             // atty
-                           d.B * d.NH * d.T,    // lse
+                           N * d.A});           // atty
+    if (cp > 1) out.push_back(N * d.A);         // atty_heads
+    out.insert(out.end(), {d.B * d.NH * d.T,    // lse
                            NS * C,              // residual2
                            NS * C, NS, NS,      // ln2, mean, rstd
                            N * d.FC, N * d.F,   // fch, fch_act
@@ -71,7 +72,11 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
       f.insert(f.end(), {NS * C, NS, NS, N * d.Q, NS * C, NS * C, NS, NS, N * d.FC, N * d.F, NS * C});
       moe_saved(first_layer + l);
     }
-    if (layers > 0) f.insert(f.end(), {N * d.A, d.B * d.NH * d.T});
+    if (layers > 0) {
+      f.push_back(N * d.A);                  // atty
+      if (cp > 1) f.push_back(N * d.A);      // atty_heads
+      f.push_back(d.B * d.NH * d.T);         // lse
+    }
   } else {
     for (int l = 0; l < layers; ++l) {
       layer_saved(f);
@@ -94,6 +99,14 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
     f.push_back(N * C);                // full
     if (!first) f.push_back(N * C);    // stage_in
     if (!last) f.push_back(N * C);     // stage_out
+  }
+  if (cp > 1 && layers > 0) {  // cp_qkv, cp_datty_heads, cp_dqkv_heads, cp_send, cp_recv
+    f.insert(f.end(), {N * d.Q, N * d.A, N * d.Q, N * d.Q, N * d.Q});
+    // The all-to-all routes' int64 pack and unpack tables, one row per (position, head):
+    // qkv to heads and back, then the attention output to heads and back.
+    const int64_t qkv_rows = N * (d.Q / c.head_size()), atty_rows = N * d.NH;
+    for (int64_t rows : {qkv_rows, qkv_rows, qkv_rows, qkv_rows, atty_rows, atty_rows, atty_rows, atty_rows})
+      f.push_back(2 * rows);
   }
   return f;
 }

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/memory.h"
+#include "model/context_parallel_hooks.h"
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
@@ -97,6 +98,43 @@ TEST(MemoryPlan, ActivationFormulaIsWhatTheTransformerAllocates) {
                 << preset << " layers [" << first << "," << last << ") tp " << tp << " sp " << sp << " "
                 << recompute_name(rc);
           }
+        }
+  }
+}
+
+// A fake cp group member, only so a Transformer allocates its context-parallel buffers.
+class ContextParallelShape final : public ContextParallelHooks {
+ public:
+  explicit ContextParallelShape(int size) : size_(size) {}
+  int cp_rank() const override { return size_ - 1; }
+  int cp_size() const override { return size_; }
+  void all_to_all(const float*, float*, int64_t) override {}
+  Status status() const override { return Status(); }
+
+ private:
+  int size_;
+};
+
+// Context parallelism: T / cp positions per rank, attention's per-head output and the exchange
+// buffers, with and without tp + sequence parallelism, over pipeline stages and recomputation.
+TEST(MemoryPlan, ActivationFormulaCountsContextParallelBuffers) {
+  for (const char* preset : {"tiny", "tiny-llama"}) {
+    ModelConfig mc = model_preset(preset).value();
+    mc.n_layer = 4;
+    for (auto [first, last] : {std::pair{0, 4}, std::pair{1, 3}})
+      for (int tp : {1, 2})
+        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+          const int cp = 2;
+          if ((mc.n_kv_head / tp) % cp != 0) continue;  // Ulysses splits the KV heads of a tp rank
+          ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}));
+          Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32 / cp, rc);
+          SequenceParallelShape tp_hooks(tp - 1, tp);
+          ContextParallelShape cp_hooks(cp);
+          if (tp > 1) model.set_tensor_parallel_hooks(&tp_hooks);
+          model.set_context_parallel_hooks(&cp_hooks);
+          EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
+                    transformer_activation_bytes(mc, store.layout(), 2, 32 / cp, tp > 1, rc, cp))
+              << preset << " layers [" << first << "," << last << ") tp " << tp << " " << recompute_name(rc);
         }
   }
 }
