@@ -17,6 +17,8 @@ double ring_reduce_scatter_s(double bytes, int ranks, const LinkSpec& link) {
 
 double ring_all_gather_s(double bytes, int ranks, const LinkSpec& link) { return ring_reduce_scatter_s(bytes, ranks, link); }
 
+double all_to_all_s(double bytes, int ranks, const LinkSpec& link) { return ring_reduce_scatter_s(bytes, ranks, link); }
+
 double point_to_point_s(double bytes, const LinkSpec& link) {
   return bytes <= 0 ? 0 : link.latency_s + bytes / link.bandwidth;
 }
@@ -30,7 +32,11 @@ bool group_spans_nodes(const GridShape& grid, GridAxis axis, int devices_per_nod
 }
 
 LinkSpec group_link(const HardwareSpec& hw, const GridShape& grid, GridAxis axis) {
-  const int size = axis == GridAxis::dp ? grid.dp : axis == GridAxis::pp ? grid.pp : grid.tp;
+  const int size = axis == GridAxis::dp   ? grid.dp
+                   : axis == GridAxis::pp ? grid.pp
+                   : axis == GridAxis::cp ? grid.cp
+                   : axis == GridAxis::ep ? grid.ep
+                                          : grid.tp;
   return hw.collective_link(size, group_spans_nodes(grid, axis, hw.devices_per_node));
 }
 

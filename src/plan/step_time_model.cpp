@@ -17,7 +17,7 @@ constexpr double kF = 4;  // bytes per f32 (gradients, parameters and activation
 
 // One rank's chunks: per-micro-batch seconds of compute and of tensor-parallel communication.
 struct ChunkTime {
-  double fwd = 0, bwd = 0, recompute = 0, tp_fwd = 0, tp_bwd = 0;
+  double fwd = 0, bwd = 0, recompute = 0, tp_fwd = 0, tp_bwd = 0, cp_fwd = 0, cp_bwd = 0;
   double params = 0;          // elements of the chunk's (tp-shard) parameters
   double largest_unit = 0;    // elements of its largest layer (ZeRO's unit, DataParallel's bucket floor)
   bool holds_wte = false;
@@ -32,19 +32,30 @@ struct RankTime {
   }
 };
 
+// Context parallelism (Ulysses): the rank runs everything on its T / cp positions except attention,
+// which it runs on 1/cp of the heads over the whole sequence (cp times the FLOPs of attention over
+// T / cp), and moves qkv there and the output back with all-to-alls (mirrored in backward).
+void add_context_parallel(ChunkOps& ops, int cp) {
+  for (std::vector<OpCost>* list : {&ops.forward, &ops.backward})
+    for (OpCost& op : *list)
+      if (op.cls == OpClass::attention) op.flops *= cp;
+}
+
 RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, const HardwareSpec& hw,
-                   const LinkSpec& tp_link) {
+                   const LinkSpec& tp_link, const LinkSpec& cp_link) {
   const ModelConfig& m = cfg.model;
-  const int tp = lay.grid.tp;
+  const int tp = lay.grid.tp, cp = lay.grid.cp;
   const bool sp = lay.sequence_parallel && tp > 1;
-  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
+  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len / cp;
   const std::string prec(precision_name(cfg.train.precision));
   RankTime r;
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
     const auto [first, last] = lay.chunk_layers(stage, c);
     ChunkTime t;
-    const ChunkOps ops = chunk_ops(m, first, last, tp, sp, B, T, cfg.train.recompute);
-    const ChunkOps plain = chunk_ops(m, first, last, tp, sp, B, T, Recompute::none);
+    ChunkOps ops = chunk_ops(m, first, last, tp, sp, B, T, cfg.train.recompute);
+    ChunkOps plain = chunk_ops(m, first, last, tp, sp, B, T, Recompute::none);
+    add_context_parallel(ops, cp);
+    add_context_parallel(plain, cp);
     t.fwd = ops_seconds(ops.forward, hw, prec);
     t.bwd = ops_seconds(ops.backward, hw, prec);
     t.recompute = t.bwd - ops_seconds(plain.backward, hw, prec);
@@ -64,6 +75,17 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
       if (first == 0) t.tp_fwd += ring_all_reduce_s(act, tp, tp_link);
       if (last == m.n_layer) t.tp_fwd += 2 * ring_all_reduce_s(kF * static_cast<double>(B * T), tp, tp_link);
     }
+    if (cp > 1) {
+      // Per layer: qkv (B T/cp rows of (NH + 2 NKV) HS / tp) out and the attention output (NH HS / tp)
+      // back; backward moves their gradients the other way; full recompute repeats the forward pair.
+      const double rows = static_cast<double>(B * T);
+      const double qkv = kF * rows * static_cast<double>(m.qkv_width()) / tp;
+      const double att = kF * rows * static_cast<double>(m.n_head * m.head_size()) / tp;
+      const double pair = all_to_all_s(qkv, cp, cp_link) + all_to_all_s(att, cp, cp_link);
+      const int layers = last - first;
+      t.cp_fwd = layers * pair;
+      t.cp_bwd = layers * pair + (cfg.train.recompute == Recompute::full ? layers * pair : 0);
+    }
     r.chunks.push_back(t);
   }
   return r;
@@ -73,11 +95,14 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
 
 std::string StepTimePrediction::describe() const {
   const StepTimeBreakdown& b = breakdown;
-  char buf[320];
+  char cp_part[32] = "";
+  if (b.cp_s > 0) std::snprintf(cp_part, sizeof cp_part, "cp %.3g, ", b.cp_s);
+  char buf[352];
   std::snprintf(buf, sizeof buf,
-                "step %.4g s, %.4g tokens/s (compute %.3g s [recompute %.3g], bubble %.3g, tp %.3g, pp %.3g, "
+                "step %.4g s, %.4g tokens/s (compute %.3g s [recompute %.3g], bubble %.3g, tp %.3g, %spp %.3g, "
                 "dp %.3g [of %.3g], optimizer %.3g, other %.3g)",
-                step_s, tokens_per_s, b.compute_s, b.recompute_s, b.bubble_s, b.tp_s, b.pp_s, b.dp_s, b.dp_total_s,
+                step_s, tokens_per_s, b.compute_s, b.recompute_s, b.bubble_s, b.tp_s, cp_part, b.pp_s, b.dp_s,
+                b.dp_total_s,
                 b.optimizer_s, b.other_s);
   return buf;
 }
@@ -88,29 +113,32 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   const GridShape& g = lay.grid;
   const int M = static_cast<int>(cfg.train.grad_accum), P = g.pp, zero = cfg.parallel.zero;
   const LinkSpec tp_link = group_link(hw, g, GridAxis::tp), dp_link = group_link(hw, g, GridAxis::dp),
-                 pp_link = group_link(hw, g, GridAxis::pp);
+                 pp_link = group_link(hw, g, GridAxis::pp), cp_link = group_link(hw, g, GridAxis::cp);
+  // The dense gradients are averaged (and ZeRO-sharded) over dp x cp (Grid::param_replicas()).
+  const int replicas = g.replica_size();
   std::vector<RankTime> ranks;
-  for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link));
+  for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link, cp_link));
 
   // Compute, tp and the pipeline: each stage's micro-batches through the schedule.
-  std::vector<double> compute(P, 0), tp(P, 0), recompute(P, 0), finish(P, 0);
+  std::vector<double> compute(P, 0), tp(P, 0), cpc(P, 0), recompute(P, 0), finish(P, 0);
   for (int s = 0; s < P; ++s)
     for (const ChunkTime& c : ranks[s].chunks) {
       compute[s] += M * (c.fwd + c.bwd);
       recompute[s] += M * c.recompute;
       tp[s] += M * (c.tp_fwd + c.tp_bwd);
+      cpc[s] += M * (c.cp_fwd + c.cp_bwd);
     }
   StepTimeBreakdown b;
   int slow = 0;
   if (P == 1) {
-    finish[0] = compute[0] + tp[0];
+    finish[0] = compute[0] + tp[0] + cpc[0];
   } else {
     const auto schedules = make_all_pipeline_schedules(lay.schedule, lay.pipe);
     auto cost = [&](int r, const PipeAction& a) {
       const ChunkTime& c = ranks[r].chunks[static_cast<size_t>(a.chunk)];
-      return a.op == PipeOp::forward ? c.fwd + c.tp_fwd : c.bwd + c.tp_bwd;
+      return a.op == PipeOp::forward ? c.fwd + c.tp_fwd + c.cp_fwd : c.bwd + c.tp_bwd + c.cp_bwd;
     };
-    const double act = kF * static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len * m.d_model);
+    const double act = kF * static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len / g.cp * m.d_model);
     const PipelineSimulation with = simulate_pipeline(schedules, cost, point_to_point_s(act, pp_link));
     const PipelineSimulation without = simulate_pipeline(schedules, cost, 0.0);
     if (!with.finished) return internal_error("pipeline simulation: " + with.error);
@@ -125,21 +153,21 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
     const double bytes = kF * params;
     double bwd_window = 0, fwd_mb = 0, bwd_mb = 0, unit = 0;
     for (const ChunkTime& c : ranks[s].chunks) {
-      bwd_window += c.bwd + c.tp_bwd;
-      fwd_mb += c.fwd + c.tp_fwd;
-      bwd_mb += c.bwd + c.tp_bwd;
+      bwd_window += c.bwd + c.tp_bwd + c.cp_bwd;
+      fwd_mb += c.fwd + c.tp_fwd + c.cp_fwd;
+      bwd_mb += c.bwd + c.tp_bwd + c.cp_bwd;
       unit = std::max(unit, c.largest_unit);
     }
-    if (g.dp > 1) {
+    if (replicas > 1) {
       if (zero == 0) {
-        const double total = ring_all_reduce_s(bytes, g.dp, dp_link);
-        const double last = ring_all_reduce_s(std::min(bytes, cfg.parallel.bucket_mb * 1048576.0), g.dp, dp_link);
+        const double total = ring_all_reduce_s(bytes, replicas, dp_link);
+        const double last = ring_all_reduce_s(std::min(bytes, cfg.parallel.bucket_mb * 1048576.0), replicas, dp_link);
         dp_total[s] = total;
         dp_exposed[s] = std::max(total - ov * bwd_window, last);
       } else {
-        const double rs = ring_reduce_scatter_s(bytes, g.dp, dp_link);
-        const double ag = ring_all_gather_s(bytes, g.dp, dp_link);
-        const double rs_last = ring_reduce_scatter_s(kF * unit, g.dp, dp_link);
+        const double rs = ring_reduce_scatter_s(bytes, replicas, dp_link);
+        const double ag = ring_all_gather_s(bytes, replicas, dp_link);
+        const double rs_last = ring_reduce_scatter_s(kF * unit, replicas, dp_link);
         if (zero == 1) {
           dp_total[s] = rs + ag;
           dp_exposed[s] = std::max(rs - ov * bwd_window, rs_last) + ag;
@@ -147,7 +175,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
           dp_total[s] = M * rs + ag;
           dp_exposed[s] = M * std::max(rs - ov * bwd_mb, rs_last) + ag;
         } else {  // every micro-batch gathers before forward and backward; the first unit's gather waits
-          const double ag_unit = ring_all_gather_s(kF * unit, g.dp, dp_link);
+          const double ag_unit = ring_all_gather_s(kF * unit, replicas, dp_link);
           dp_total[s] = M * (2 * ag + rs);
           dp_exposed[s] = M * (std::max(ag - ov * fwd_mb, ag_unit) + std::max(ag + rs - ov * bwd_mb, rs_last));
         }
@@ -159,7 +187,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
       dp_exposed[s] += ring_all_reduce_s(wte, 2, pp_link);
     }
     // AdamW over the owned parameters: read p, g, m, v and write p, m, v; clipping reads g; zeroing writes it.
-    const double owned = zero > 0 ? params / g.dp : params;
+    const double owned = zero > 0 ? params / replicas : params;
     opt[s] = 36.0 * owned / hw.memory_bandwidth + 4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
     end[s] = finish[s] + dp_exposed[s] + opt[s];
     if (end[s] > end[slow]) slow = s;
@@ -167,12 +195,13 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   b.compute_s = compute[slow];
   b.recompute_s = recompute[slow];
   b.tp_s = tp[slow];
-  if (P > 1) b.bubble_s = std::max(0.0, finish[slow] - compute[slow] - tp[slow] - b.pp_s);
+  b.cp_s = cpc[slow];
+  if (P > 1) b.bubble_s = std::max(0.0, finish[slow] - compute[slow] - tp[slow] - cpc[slow] - b.pp_s);
   b.dp_s = dp_exposed[slow];
   b.dp_total_s = dp_total[slow];
   b.optimizer_s = opt[slow];
   // The loss average over dp and the gradient-norm sum over the world: latency only.
-  b.other_s = hw.step_overhead_s + ring_all_reduce_s(kF, g.dp, dp_link) +
+  b.other_s = hw.step_overhead_s + ring_all_reduce_s(kF, replicas, dp_link) +
               (world_size > 1 ? ring_all_reduce_s(kF, world_size, hw.collective_link(world_size, false)) : 0);
 
   StepTimePrediction p;
