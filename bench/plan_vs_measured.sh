@@ -44,6 +44,9 @@ CONFIGS=(  # label|ranks|overrides
   "llama_pp2_dp2_zero3|4|$LLAMA parallel.pp=2 parallel.dp=2 parallel.zero=3 train.batch_tokens=2048"
   "llama_dp2_tp2_zero3_selective|4|$LLAMA parallel.dp=2 parallel.tp=2 parallel.zero=3 train.recompute=selective train.batch_tokens=512"
   "dp2_tp2_zero1_sp|4|parallel.dp=2 parallel.tp=2 parallel.zero=1 parallel.sequence_parallel=true train.batch_tokens=512"
+  "cp2|2|parallel.cp=2"
+  "cp4_selective|4|parallel.cp=4 train.recompute=selective"
+  "llama_dp2_cp2_zero2|4|$LLAMA parallel.dp=2 parallel.cp=2 parallel.zero=2 train.batch_tokens=512"
 )
 
 : > "$TMP/runs.txt"

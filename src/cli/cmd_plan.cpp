@@ -47,7 +47,7 @@ void print_json(const RunConfig& c, const MemoryPlan& p, const nlohmann::json& s
     nlohmann::json chunks = nlohmann::json::array();
     for (size_t i = 0; i < r.chunk_layers.size(); ++i)
       chunks.push_back({{"layers", {r.chunk_layers[i].first, r.chunk_layers[i].second}}, {"slots", r.activation_slots[i]}});
-    ranks.push_back({{"rank", r.rank}, {"dp", r.coord.dp}, {"pp", r.coord.pp}, {"tp", r.coord.tp}, {"chunks", chunks},
+    ranks.push_back({{"rank", r.rank}, {"dp", r.coord.dp}, {"pp", r.coord.pp}, {"tp", r.coord.tp}, {"cp", r.coord.cp}, {"chunks", chunks},
                      {"parameters", r.parameters}, {"peak", r.peak}, {"at_peak", cats(r.at_peak)},
                      {"category_peak", cats(r.category_peak)},
                      {"largest_micro_batch_that_fits", r.largest_micro_batch_that_fits}});
@@ -126,10 +126,11 @@ int run_plan(const PlanArgs& a) {
   }
   auto cfg = load_run_config(a.config, a.overrides);
   if (!cfg.ok()) return fail(cfg.status());
-  int world = cfg->parallel.dp * cfg->parallel.tp * cfg->parallel.pp;
+  const int mp = cfg->parallel.tp * cfg->parallel.pp * cfg->parallel.cp;  // ranks per data-parallel replica
+  int world = cfg->parallel.dp * mp;
   if (world == 0 && a.ranks <= 0) {  // parallel.dp = 0 fills the job: without --ranks, plan one replica
     const bool ps = cfg->parallel.mode == ParallelMode::ps;
-    world = (ps ? cfg->ps.servers : 0) + cfg->parallel.tp * cfg->parallel.pp;
+    world = (ps ? cfg->ps.servers : 0) + mp;
     cfg = load_run_config_for_world(a.config, a.overrides, world);
     if (!cfg.ok()) return fail(cfg.status());
     if (!a.json)
@@ -137,14 +138,13 @@ int run_plan(const PlanArgs& a) {
                   "for an N-rank job\n", world, world == 1 ? "" : "s");
   }
   if (a.ranks > 0 && a.ranks != world) {
-    const int mp = cfg->parallel.tp * cfg->parallel.pp;
     const int servers = cfg->parallel.mode == ParallelMode::ps ? static_cast<int>(cfg->ps.servers) : 0;  // not replicas
     if (a.ranks <= servers || (a.ranks - servers) % mp != 0)
       return fail("--ranks " + std::to_string(a.ranks) + (servers ? " less ps.servers = " + std::to_string(servers) : "") +
-                  " is not a multiple of parallel.tp x parallel.pp = " + std::to_string(mp) + ": pass --ranks " +
+                  " is not a multiple of parallel.tp x parallel.pp x parallel.cp = " + std::to_string(mp) + ": pass --ranks " +
                   (servers ? std::to_string(servers) + " + " : "") + std::to_string(mp) +
-                  " x dp, or change parallel.tp/pp");
-    // The same as `parallel.dp=N/(tp*pp)` on the command line (train.batch_tokens re-derived if not set).
+                  " x dp, or change parallel.tp/pp/cp");
+    // The same as `parallel.dp=N/(tp*pp*cp)` on the command line (train.batch_tokens re-derived if not set).
     std::vector<std::string> o = a.overrides;
     o.push_back("parallel.dp=" + std::to_string((a.ranks - servers) / mp));
     cfg = load_run_config(a.config, o);
@@ -242,7 +242,7 @@ Runner add_plan(CLI::App& app) {
   c->add_option("--config", a->config, "Run config (TOML); see configs/ (required unless --calibrate)")
       ->transform(existing_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. parallel.zero=2");
-  c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp; else dp = N / (tp x pp))")
+  c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp x cp; else dp = N / (tp x pp x cp))")
       ->check(CLI::PositiveNumber);
   c->add_flag("--json", a->json, "Print the plan as JSON (bytes per rank and category; with --hardware the step "
                                  "time; with --search the ranked layouts)");
