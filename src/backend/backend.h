@@ -78,6 +78,25 @@ namespace tessera {
     (qkv, B, T, NH, NKV, HS, theta))                                                                                \
   X(rope_backward, void, (float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta),      \
     (dqkv, B, T, NH, NKV, HS, theta))                                                                               \
+  X(rope_forward_at, void,                                                                                           \
+    (float* qkv, int64_t B, int64_t T, int64_t pos0, int64_t NH, int64_t NKV, int64_t HS, float theta),              \
+    (qkv, B, T, pos0, NH, NKV, HS, theta))                                                                          \
+  X(rope_backward_at, void,                                                                                          \
+    (float* dqkv, int64_t B, int64_t T, int64_t pos0, int64_t NH, int64_t NKV, int64_t HS, float theta),             \
+    (dqkv, B, T, pos0, NH, NKV, HS, theta))                                                                         \
+  X(attention_block_forward, void,                                                                                   \
+    (float* out, float* lse, const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride,    \
+     int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t NKV, int64_t HS, ops::BlockMask mask),                   \
+    (out, lse, q, q_stride, k, v, kv_stride, B, Tq, Tk, NH, NKV, HS, mask))                                         \
+  X(attention_block_delta, void,                                                                                     \
+    (float* delta, const float* dout, const float* out, int64_t B, int64_t Tq, int64_t NH, int64_t HS),              \
+    (delta, dout, out, B, Tq, NH, HS))                                                                              \
+  X(attention_block_backward, void,                                                                                  \
+    (float* dq, int64_t dq_stride, float* dk, float* dv, int64_t dkv_stride, const float* dout, const float* q,      \
+     int64_t q_stride, const float* k, const float* v, int64_t kv_stride, const float* lse, const float* delta,      \
+     int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t NKV, int64_t HS, ops::BlockMask mask),                   \
+    (dq, dq_stride, dk, dv, dkv_stride, dout, q, q_stride, k, v, kv_stride, lse, delta, B, Tq, Tk, NH, NKV, HS,      \
+     mask))                                                                                                          \
   X(attention_forward, void,                                                                                         \
     (float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),           \
     (out, lse, qkv, B, T, NH, NKV, HS))                                                                             \

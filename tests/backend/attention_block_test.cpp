@@ -1,9 +1,7 @@
-// Tests of the ring-attention block-pair kernel (backend/cpu/attention_block.h): chunked forward with
+// Tests of the ring-attention block-pair kernel (backend/ops.h: attention_block_*): chunked forward with
 // the log-sum-exp merge and chunked backward against the whole-sequence ops::attention_forward /
 // attention_backward, in several merge orders and with grouped-query heads, plus a Tq != Tk full-mask
 // check against a naive double-precision reference.
-#include "backend/cpu/attention_block.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,18 +127,18 @@ RingRun run_ring(const Dims& d, int64_t chunks, Order order, const std::vector<f
     const float* q = qkv_c[c].data();
     for (int64_t j : visit_order(c, order)) {
       const float* kv = qkv_c[j].data();
-      attention_block_forward(out.data(), lse.data(), q, C3, kv + k_off, kv + v_off, C3, d.B, Tc, Tc, d.NH, d.NKV,
-                              d.HS, j == c ? BlockMask::causal : BlockMask::full);
+      ops::attention_block_forward(out.data(), lse.data(), q, C3, kv + k_off, kv + v_off, C3, d.B, Tc, Tc, d.NH, d.NKV,
+                              d.HS, j == c ? ops::BlockMask::causal : ops::BlockMask::full);
     }
     const std::vector<float> dout = take_rows(R, d.B, d.T, CO, c * Tc, Tc);
     std::vector<float> delta(d.B * d.NH * Tc);
-    attention_block_delta(delta.data(), dout.data(), out.data(), d.B, Tc, d.NH, d.HS);
+    ops::attention_block_delta(delta.data(), dout.data(), out.data(), d.B, Tc, d.NH, d.HS);
     for (int64_t j : visit_order(c, order)) {
       const float* kv = qkv_c[j].data();
       float* dkv = dqkv_c[j].data();
-      attention_block_backward(dqkv_c[c].data(), C3, dkv + k_off, dkv + v_off, C3, dout.data(), q, C3, kv + k_off,
+      ops::attention_block_backward(dqkv_c[c].data(), C3, dkv + k_off, dkv + v_off, C3, dout.data(), q, C3, kv + k_off,
                                kv + v_off, C3, lse.data(), delta.data(), d.B, Tc, Tc, d.NH, d.NKV, d.HS,
-                               j == c ? BlockMask::causal : BlockMask::full);
+                               j == c ? ops::BlockMask::causal : ops::BlockMask::full);
     }
     put_rows(r.out, out, d.B, d.T, CO, c * Tc, Tc);
     // lse(B, NH, Tc) rows are (b, h) pairs of Tc queries each: the same put, with B*NH "batches" of width 1.
@@ -181,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(AttentionBlock, AttentionBlockRing,
                          [](const auto& info) { return std::string(info.param.name); });
 
 // Naive double-precision attention of Tq queries over all Tk keys (the full mask): out, lse, and the
-// gradients of L = sum(out * dout). Layouts as attention_block.h, with explicit strides.
+// gradients of L = sum(out * dout). Layouts as ops.h attention_block_*, with explicit strides.
 struct NaiveFull {
   std::vector<double> out, lse, dq, dk, dv;
 };
@@ -251,8 +249,8 @@ TEST(AttentionBlock, FullMaskWithTqNotTkMatchesNaiveReference) {
   const float inf = std::numeric_limits<float>::infinity();
 
   std::vector<float> out(B * Tq * CO, 0.0f), lse(B * NH * Tq, -inf);
-  attention_block_forward(out.data(), lse.data(), q.data(), qs, kv.data() + k_off, kv.data() + v_off, kvs, B, Tq,
-                          Tk, NH, NKV, HS, BlockMask::full);
+  ops::attention_block_forward(out.data(), lse.data(), q.data(), qs, kv.data() + k_off, kv.data() + v_off, kvs, B, Tq,
+                          Tk, NH, NKV, HS, ops::BlockMask::full);
   expect_close(out, ref.out, 1e-5, "out");
   expect_close(lse, ref.lse, 1e-5, "lse");
 
@@ -260,19 +258,19 @@ TEST(AttentionBlock, FullMaskWithTqNotTkMatchesNaiveReference) {
   std::vector<float> out2(B * Tq * CO, 0.0f), lse2(B * NH * Tq, -inf);
   for (auto [t0, n] : {std::pair<int64_t, int64_t>{5, 7}, std::pair<int64_t, int64_t>{0, 5}}) {
     const auto part = take_rows(kv, B, Tk, kvs, t0, n);
-    attention_block_forward(out2.data(), lse2.data(), q.data(), qs, part.data() + k_off, part.data() + v_off, kvs,
-                            B, Tq, n, NH, NKV, HS, BlockMask::full);
+    ops::attention_block_forward(out2.data(), lse2.data(), q.data(), qs, part.data() + k_off, part.data() + v_off, kvs,
+                            B, Tq, n, NH, NKV, HS, ops::BlockMask::full);
   }
   expect_close(out2, ref.out, 1e-5, "out of two merged key blocks");
   expect_close(lse2, ref.lse, 1e-5, "lse of two merged key blocks");
 
   std::vector<float> delta(B * NH * Tq);
-  attention_block_delta(delta.data(), dout.data(), out.data(), B, Tq, NH, HS);
+  ops::attention_block_delta(delta.data(), dout.data(), out.data(), B, Tq, NH, HS);
   // Start from ones: the backward must add, and leave the padding columns alone.
   std::vector<float> dq(B * Tq * qs, 1.0f), dkv(B * Tk * kvs, 1.0f);
-  attention_block_backward(dq.data(), qs, dkv.data() + k_off, dkv.data() + v_off, kvs, dout.data(), q.data(), qs,
+  ops::attention_block_backward(dq.data(), qs, dkv.data() + k_off, dkv.data() + v_off, kvs, dout.data(), q.data(), qs,
                            kv.data() + k_off, kv.data() + v_off, kvs, lse.data(), delta.data(), B, Tq, Tk, NH, NKV,
-                           HS, BlockMask::full);
+                           HS, ops::BlockMask::full);
   std::vector<double> dq_ref(ref.dq), dkv_ref(ref.dk);
   for (auto& x : dq_ref) x += 1.0;
   for (size_t i = 0; i < dkv_ref.size(); ++i) dkv_ref[i] += ref.dv[i] + 1.0;  // dk and dv occupy disjoint columns

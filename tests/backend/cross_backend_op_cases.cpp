@@ -209,6 +209,53 @@ void case_attention_backward(Backend& be, OpRun& r) {
   be.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), kAB, kAT, kNH, kNKV, kHS);
   r.out(dqkv);
 }
+void case_rope_forward_at(Backend& be, OpRun& r) {
+  r.tol = kKernelTol;
+  auto qkv = r.rand(kAB * kAT * kQKV);
+  be.rope_forward_at(qkv.data(), kAB, kAT, 5, kNH, kNKV, kHS, 10000.f);
+  r.out(qkv);
+}
+void case_rope_backward_at(Backend& be, OpRun& r) {
+  r.tol = kKernelTol;
+  auto dqkv = r.rand(kAB * kAT * kQKV);
+  be.rope_backward_at(dqkv.data(), kAB, kAT, 5, kNH, kNKV, kHS, 10000.f);
+  r.out(dqkv);
+}
+// One (query chunk, kv chunk) pair of a ring: a full pair of different lengths, then the diagonal.
+void case_attention_block_forward(Backend& be, OpRun& r) {
+  r.tol = kKernelTol;
+  const int64_t Tk = kAT + 2, kv_stride = 2 * kNKV * kHS;
+  auto q = r.rand(kAB * kAT * kQKV, -2.f, 2.f), kv = r.rand(kAB * Tk * kv_stride, -2.f, 2.f);
+  std::vector<float> out(kAB * kAT * kNH * kHS, 0.f), lse(kAB * kNH * kAT, -std::numeric_limits<float>::infinity());
+  const float* k = kv.data();
+  const float* v = kv.data() + kNKV * kHS;
+  be.attention_block_forward(out.data(), lse.data(), q.data(), kQKV, k, v, kv_stride, kAB, kAT, Tk, kNH, kNKV, kHS,
+                             ops::BlockMask::full);
+  be.attention_block_forward(out.data(), lse.data(), q.data(), kQKV, q.data() + kNH * kHS,
+                             q.data() + (kNH + kNKV) * kHS, kQKV, kAB, kAT, kAT, kNH, kNKV, kHS, ops::BlockMask::causal);
+  r.out(out);
+  r.out(lse);
+}
+void case_attention_block_delta(Backend& be, OpRun& r) {
+  r.tol = kKernelTol;
+  auto delta = r.rand(kAB * kNH * kAT), dout = r.rand(kAB * kAT * kNH * kHS), out = r.rand(kAB * kAT * kNH * kHS);
+  be.attention_block_delta(delta.data(), dout.data(), out.data(), kAB, kAT, kNH, kHS);
+  r.out(delta);
+}
+void case_attention_block_backward(Backend& be, OpRun& r) {
+  r.tol = kKernelTol;
+  auto qkv = r.rand(kAB * kAT * kQKV, -2.f, 2.f), dout = r.rand(kAB * kAT * kNH * kHS), dqkv = r.rand(kAB * kAT * kQKV);
+  std::vector<float> out(kAB * kAT * kNH * kHS), lse(kAB * kNH * kAT), delta(kAB * kNH * kAT);
+  be.attention_forward(out.data(), lse.data(), qkv.data(), kAB, kAT, kNH, kNKV, kHS);
+  be.attention_block_delta(delta.data(), dout.data(), out.data(), kAB, kAT, kNH, kHS);
+  const float* q = qkv.data();
+  const float* k = q + kNH * kHS;
+  const float* v = k + kNKV * kHS;
+  be.attention_block_backward(dqkv.data(), kQKV, dqkv.data() + kNH * kHS, dqkv.data() + (kNH + kNKV) * kHS, kQKV,
+                              dout.data(), q, kQKV, k, v, kQKV, lse.data(), delta.data(), kAB, kAT, kAT, kNH, kNKV, kHS,
+                              ops::BlockMask::causal);
+  r.out(dqkv);
+}
 
 // ---- cross-entropy (whole vocabulary and split) ----
 constexpr int64_t kCN = 6, kCV = 37, kVl = 12, kValid = 10, kLo = 12;

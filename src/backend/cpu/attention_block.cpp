@@ -1,7 +1,7 @@
-// Block-pair attention with a log-sum-exp merge (attention_block.h): one query row at a time, scores,
+// Block-pair attention with a log-sum-exp merge (backend/ops.h: attention_block_*): one query row at a time, scores,
 // probabilities and sums in double. Chunks are short (a sequence divided by the ring size), so plain
 // loops suffice here; a tiled kernel can replace these bodies without changing the contract.
-#include "backend/cpu/attention_block.h"
+#include "backend/ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "core/log.h"
 
-namespace tessera {
+namespace tessera::ops {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -145,4 +145,4 @@ void attention_block_backward(float* dq, int64_t dq_stride, float* dk, float* dv
   }
 }
 
-}  // namespace tessera
+}  // namespace tessera::ops

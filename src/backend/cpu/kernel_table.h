@@ -39,6 +39,8 @@ namespace tessera::ops {
 #define TESSERA_CPU_WORKSPACE_KERNELS(X) \
   X(rope_forward)                        \
   X(rope_backward)                       \
+  X(rope_forward_at)                     \
+  X(rope_backward_at)                    \
   X(attention_forward)                   \
   X(attention_backward)
 

@@ -57,6 +57,15 @@ void rope_backward(float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, i
   CpuWorkspace ws;
   k().rope_backward(ws, dqkv, B, T, NH, NKV, HS, theta);
 }
+void rope_forward_at(float* qkv, int64_t B, int64_t T, int64_t pos0, int64_t NH, int64_t NKV, int64_t HS, float theta) {
+  CpuWorkspace ws;
+  k().rope_forward_at(ws, qkv, B, T, pos0, NH, NKV, HS, theta);
+}
+void rope_backward_at(float* dqkv, int64_t B, int64_t T, int64_t pos0, int64_t NH, int64_t NKV, int64_t HS,
+                      float theta) {
+  CpuWorkspace ws;
+  k().rope_backward_at(ws, dqkv, B, T, pos0, NH, NKV, HS, theta);
+}
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV,
                        int64_t HS) {
   CpuWorkspace ws;

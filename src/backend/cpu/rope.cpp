@@ -1,6 +1,7 @@
 // Rotary position embedding, Hugging Face LLaMA "rotate_half" pairing (i, i + HS/2), in place on
 // the q and k heads of a packed qkv row. cos/sin come from the workspace's table (cpu_workspace.h),
-// computed in double and rebuilt only when (T, HS, theta) change, so steady-state calls do not allocate.
+// computed in double and rebuilt only when (HS, theta) change or more positions are needed, so
+// steady-state calls do not allocate. Row t of a sequence is at position pos0 + t.
 #include <cmath>
 #include <vector>
 
@@ -14,8 +15,9 @@ namespace tessera::ops::TESSERA_KERNEL_NS {
 
 namespace {
 
+// Positions [0, T): a table with more positions serves too (each row depends only on its position).
 const RopeTable& rope_table(RopeTable& table, int64_t T, int64_t HS, float theta) {
-  if (table.T != T || table.HS != HS || table.theta != theta) {
+  if (table.T < T || table.HS != HS || table.theta != theta) {
     const int64_t half = HS / 2;
     table.cos.resize(T * half);
     table.sin.resize(T * half);
@@ -38,16 +40,17 @@ const RopeTable& rope_table(RopeTable& table, int64_t T, int64_t HS, float theta
 }
 
 // Rotates every q and k head of every row by +angle (sign = 1) or -angle (sign = -1).
-void rope_apply(RopeTable& table, float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, float theta,
-                float sign) {
+void rope_apply(RopeTable& table, float* qkv, int64_t B, int64_t T, int64_t pos0, int64_t NH, int64_t NKV, int64_t HS,
+                float theta, float sign) {
   TS_CHECK(HS % 2 == 0) << "rope needs an even head size, got HS=" << HS;
-  const RopeTable& tab = rope_table(table, T, HS, theta);
+  TS_CHECK(pos0 >= 0) << "rope positions start at pos0 >= 0, got " << pos0;
+  const RopeTable& tab = rope_table(table, pos0 + T, HS, theta);
   const int64_t half = HS / 2;
   const int64_t row = (NH + 2 * NKV) * HS;
   const int64_t rotated_heads = NH + NKV;  // q heads then k heads are contiguous at the row start
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
-    const int64_t t = bt % T;
+    const int64_t t = pos0 + bt % T;
     const float* cs = tab.cos.data() + t * half;
     const float* sn = tab.sin.data() + t * half;
     for (int64_t h = 0; h < rotated_heads; ++h) {
@@ -67,13 +70,23 @@ void rope_apply(RopeTable& table, float* qkv, int64_t B, int64_t T, int64_t NH, 
 
 void rope_forward(CpuWorkspace& ws, float* qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
                   float theta) {
-  rope_apply(ws.rope, qkv, B, T, NH, NKV, HS, theta, 1.0f);
+  rope_apply(ws.rope, qkv, B, T, 0, NH, NKV, HS, theta, 1.0f);
 }
 
 void rope_backward(CpuWorkspace& ws, float* dqkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
                    float theta) {
   // A rotation's transpose is the rotation by the opposite angle.
-  rope_apply(ws.rope, dqkv, B, T, NH, NKV, HS, theta, -1.0f);
+  rope_apply(ws.rope, dqkv, B, T, 0, NH, NKV, HS, theta, -1.0f);
+}
+
+void rope_forward_at(CpuWorkspace& ws, float* qkv, int64_t B, int64_t T, int64_t pos0, int64_t NH, int64_t NKV,
+                     int64_t HS, float theta) {
+  rope_apply(ws.rope, qkv, B, T, pos0, NH, NKV, HS, theta, 1.0f);
+}
+
+void rope_backward_at(CpuWorkspace& ws, float* dqkv, int64_t B, int64_t T, int64_t pos0, int64_t NH, int64_t NKV,
+                      int64_t HS, float theta) {
+  rope_apply(ws.rope, dqkv, B, T, pos0, NH, NKV, HS, theta, -1.0f);
 }
 
 }  // namespace tessera::ops::TESSERA_KERNEL_NS

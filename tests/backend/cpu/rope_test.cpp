@@ -2,6 +2,7 @@
 // differences for the backward, and a forward/backward round trip.
 #include <cmath>
 
+#include "backend/cpu/kernel_table.h"
 #include "backend/ops.h"
 #include "op_test_util.h"
 
@@ -74,6 +75,30 @@ TEST(Rope, BackwardInvertsForward) {
   ops::rope_forward(y.data(), B, T, NH, NKV, HS, 10000.0f);
   ops::rope_backward(y.data(), B, T, NH, NKV, HS, 10000.0f);
   EXPECT_LT(rel_err(y, x), 1e-6);
+}
+
+// A chunk of rows at positions [pos0, pos0 + c) (a context-parallel rank's) rotates exactly as those
+// rows of the whole sequence, whichever chunk came first on a workspace whose table is reused.
+TEST(Rope, AtOffsetEqualsTheWholeSequencesRows) {
+  const int64_t B = 2, T = 12, c = 3, NH = 4, NKV = 2, HS = 8, row = (NH + 2 * NKV) * HS;
+  auto whole = random_floats(B * T * row, 5);
+  const auto input = whole;
+  ops::rope_forward(whole.data(), B, T, NH, NKV, HS, 10000.0f);
+  ops::CpuWorkspace ws;  // one table for every call, grown by the first and reused by the later, smaller ones
+  for (int64_t pos0 : {9, 0, 3, 6}) {
+    std::vector<float> chunk(B * c * row), expect(B * c * row);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < c; ++t)
+        for (int64_t i = 0; i < row; ++i) {
+          chunk[(b * c + t) * row + i] = input[(b * T + pos0 + t) * row + i];
+          expect[(b * c + t) * row + i] = whole[(b * T + pos0 + t) * row + i];
+        }
+    const auto before = chunk;
+    ops::active_cpu_kernels().rope_forward_at(ws, chunk.data(), B, c, pos0, NH, NKV, HS, 10000.0f);
+    EXPECT_EQ(chunk, expect) << "pos0 = " << pos0;
+    ops::rope_backward_at(chunk.data(), B, c, pos0, NH, NKV, HS, 10000.0f);
+    EXPECT_LT(rel_err(chunk, to_double(before)), 1e-6) << "pos0 = " << pos0;
+  }
 }
 
 }  // namespace
