@@ -13,10 +13,12 @@ Status check_shape(int B, int T, int rank, int world, SequenceChunk chunk = {}) 
                                               ", T=" + std::to_string(T) + ")");
   if (world < 1 || rank < 0 || rank >= world)
     return invalid_argument("loader rank " + std::to_string(rank) + " is outside world size " + std::to_string(world));
-  if (chunk.count < 1 || chunk.index < 0 || chunk.index >= chunk.count || T % chunk.count != 0)
+  const int pieces = chunk.balanced ? 2 * chunk.count : chunk.count;
+  if (chunk.count < 1 || chunk.index < 0 || chunk.index >= chunk.count || T % pieces != 0)
     return invalid_argument("loader sequence chunk " + std::to_string(chunk.index) + " of " + std::to_string(chunk.count) +
-                            " does not split sequences of " + std::to_string(T) +
-                            " tokens: the chunk count must divide the sequence length");
+                            (chunk.balanced ? " (two balanced pieces each)" : "") + " does not split sequences of " +
+                            std::to_string(T) + " tokens: the sequence length must be a multiple of " +
+                            std::to_string(pieces));
   return Status();
 }
 
@@ -24,12 +26,21 @@ std::string split_name(const DatasetManifest& m, const std::string& split) {
   return split + " split of " + m.dir;
 }
 
-// Window (T+1 tokens) -> one input row and one target row.
-// A window of T+1 tokens into this chunk's T/count inputs and their targets.
-void split_window(const int32_t* w, int T, SequenceChunk chunk, int32_t* in, int32_t* tgt) {
-  const int n = T / chunk.count, first = chunk.index * n;
-  std::memcpy(in, w + first, sizeof(int32_t) * n);
-  std::memcpy(tgt, w + first + 1, sizeof(int32_t) * n);
+// Sequence j's window of T+1 tokens into this chunk's T/count inputs and their targets, at their
+// places in the (B, T/count) batch (SequenceChunk's layout).
+void split_window(const int32_t* w, int T, int B, int j, SequenceChunk chunk, int32_t* in, int32_t* tgt) {
+  auto piece = [&](int first, int n, size_t at) {
+    std::memcpy(in + at, w + first, sizeof(int32_t) * n);
+    std::memcpy(tgt + at, w + first + 1, sizeof(int32_t) * n);
+  };
+  if (!chunk.balanced) {
+    const int n = T / chunk.count;
+    piece(chunk.index * n, n, static_cast<size_t>(j) * n);
+    return;
+  }
+  const int h = T / (2 * chunk.count);
+  piece(chunk.index * h, h, static_cast<size_t>(j) * h);
+  piece((2 * chunk.count - 1 - chunk.index) * h, h, static_cast<size_t>(B + j) * h);
 }
 
 }  // namespace
@@ -115,10 +126,9 @@ void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
     cv_.notify_all();
   }
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const int T = cfg_.T, n = T / cfg_.chunk.count;
+  const int T = cfg_.T;
   for (int j = 0; j < cfg_.B; ++j)
-    split_window(&b.windows[static_cast<size_t>(j) * (T + 1)], T, cfg_.chunk, inputs + static_cast<size_t>(j) * n,
-                 targets + static_cast<size_t>(j) * n);
+    split_window(&b.windows[static_cast<size_t>(j) * (T + 1)], T, cfg_.B, j, cfg_.chunk, inputs, targets);
   consumed_ = b.after;
   last_samples_ = std::move(b.samples);
 }
@@ -156,8 +166,7 @@ bool EvalLoader::next_batch(int32_t* inputs, int32_t* targets) {
   const uint64_t base = next_ * static_cast<uint64_t>(B_) * world_ + static_cast<uint64_t>(rank_) * B_;
   for (int j = 0; j < B_; ++j) {
     index_.read_window(base + j, row_.data());
-    const size_t n = static_cast<size_t>(T / chunk_.count);
-    split_window(row_.data(), T, chunk_, inputs + j * n, targets + j * n);
+    split_window(row_.data(), T, B_, j, chunk_, inputs, targets);
   }
   ++next_;
   return true;

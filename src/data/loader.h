@@ -17,11 +17,16 @@
 
 namespace tessera {
 
-// Context parallelism: a rank holds positions [index*T/count, (index+1)*T/count) of every sequence
-// (its inputs and their targets), so next_batch fills B * T/count of each. T % count must be 0.
+// Context parallelism: a rank holds T/count positions of every sequence (its inputs and their
+// targets), so next_batch fills B * T/count of each.
+//   contiguous (Ulysses): positions [index*T/count, (index+1)*T/count); T % count must be 0.
+//   balanced (ring attention's causal load balance): the two pieces index and 2*count-1-index of
+//   length h = T/(2*count), piece-major: the first pieces of the B sequences (B x h), then their
+//   second pieces (B x h). T % (2*count) must be 0.
 struct SequenceChunk {
   int index = 0;
   int count = 1;
+  bool balanced = false;
 };
 
 struct LoaderConfig {

@@ -202,47 +202,59 @@ TEST(DataLoader, Errors) {
   EXPECT_EQ(missing.status().code(), StatusCode::not_found);
 }
 
-// Context parallelism: the chunks of each sequence, side by side, are the whole sequence (inputs
-// and targets), batch after batch, for training and evaluation alike.
+// Context parallelism: the chunks of each sequence, put back where they came from, are the whole
+// sequence (inputs and targets), batch after batch, for training and evaluation alike: contiguous
+// chunks (Ulysses) and balanced two-piece chunks (ring attention).
 TEST(Loaders, SequenceChunksTileEachSequence) {
   TempDir d;
   auto shards = make_shards(d, kSizes);
-  const int B = 3, T = 16, chunks = 4, n = T / chunks;
-  auto whole = open(shards, {.B = B, .T = T, .seed = 7});
-  std::vector<std::unique_ptr<DataLoader>> parts;
-  std::vector<EvalLoader> eval_parts;
-  for (int c = 0; c < chunks; ++c) {
-    parts.push_back(open(shards, {.B = B, .T = T, .chunk = {c, chunks}, .seed = 7}));
-    auto e = EvalLoader::open_shards(shards, B, T, 0, 1, {c, chunks});
-    ASSERT_TRUE(e.ok()) << e.status().to_string();
-    eval_parts.push_back(std::move(e).value());
-  }
-  auto eval_whole = EvalLoader::open_shards(shards, B, T);
-  ASSERT_TRUE(eval_whole.ok());
-  std::vector<int32_t> in(B * n), tg(B * n), ein(B * T), etg(B * T);
-  for (int step = 0; step < 40; ++step) {
-    const Batch g = next(*whole);
-    const bool eval_more = eval_whole->next_batch(ein.data(), etg.data());
+  const int B = 3, T = 16, chunks = 4, n = T / chunks, h = n / 2;
+  for (bool balanced : {false, true}) {
+    // Where element i of rank c's (B, n) batch sits in the whole (B, T) batch.
+    auto whole_index = [&](int c, int i) {
+      if (!balanced) return (i / n) * T + c * n + i % n;
+      const int piece = i / (B * h), b = (i % (B * h)) / h, t = i % h;
+      return b * T + (piece == 0 ? c : 2 * chunks - 1 - c) * h + t;
+    };
+    auto whole = open(shards, {.B = B, .T = T, .seed = 7});
+    std::vector<std::unique_ptr<DataLoader>> parts;
+    std::vector<EvalLoader> eval_parts;
     for (int c = 0; c < chunks; ++c) {
-      parts[c]->next_batch(in.data(), tg.data());
-      for (int b = 0; b < B; ++b)
-        for (int t = 0; t < n; ++t) {
-          ASSERT_EQ(in[b * n + t], g.in[b * T + c * n + t]) << "step " << step << " chunk " << c;
-          ASSERT_EQ(tg[b * n + t], g.tgt[b * T + c * n + t]) << "step " << step << " chunk " << c;
+      const SequenceChunk chunk{c, chunks, balanced};
+      parts.push_back(open(shards, {.B = B, .T = T, .chunk = chunk, .seed = 7}));
+      auto e = EvalLoader::open_shards(shards, B, T, 0, 1, chunk);
+      ASSERT_TRUE(e.ok()) << e.status().to_string();
+      eval_parts.push_back(std::move(e).value());
+    }
+    auto eval_whole = EvalLoader::open_shards(shards, B, T);
+    ASSERT_TRUE(eval_whole.ok());
+    std::vector<int32_t> in(B * n), tg(B * n), ein(B * T), etg(B * T);
+    for (int step = 0; step < 40; ++step) {
+      const Batch g = next(*whole);
+      const bool eval_more = eval_whole->next_batch(ein.data(), etg.data());
+      for (int c = 0; c < chunks; ++c) {
+        parts[c]->next_batch(in.data(), tg.data());
+        for (int i = 0; i < B * n; ++i) {
+          ASSERT_EQ(in[i], g.in[whole_index(c, i)]) << "step " << step << " chunk " << c << " balanced " << balanced;
+          ASSERT_EQ(tg[i], g.tgt[whole_index(c, i)]) << "step " << step << " chunk " << c << " balanced " << balanced;
         }
-      ASSERT_EQ(parts[c]->position(), whole->position());
-      ASSERT_EQ(eval_parts[c].next_batch(in.data(), tg.data()), eval_more);
-      if (!eval_more) continue;
-      for (int b = 0; b < B; ++b)
-        for (int t = 0; t < n; ++t) {
-          ASSERT_EQ(in[b * n + t], ein[b * T + c * n + t]) << "eval batch " << step << " chunk " << c;
-          ASSERT_EQ(tg[b * n + t], etg[b * T + c * n + t]) << "eval batch " << step << " chunk " << c;
+        ASSERT_EQ(parts[c]->position(), whole->position());
+        ASSERT_EQ(eval_parts[c].next_batch(in.data(), tg.data()), eval_more);
+        if (!eval_more) continue;
+        for (int i = 0; i < B * n; ++i) {
+          ASSERT_EQ(in[i], ein[whole_index(c, i)]) << "eval batch " << step << " chunk " << c << " balanced " << balanced;
+          ASSERT_EQ(tg[i], etg[whole_index(c, i)]) << "eval batch " << step << " chunk " << c << " balanced " << balanced;
         }
+      }
     }
   }
   auto bad = DataLoader::open_shards(shards, {.B = B, .T = 18, .chunk = {0, 4}});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("must divide the sequence length"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("must be a multiple of 4"), std::string::npos) << bad.status().message();
+  auto bad_balanced = DataLoader::open_shards(shards, {.B = B, .T = 12, .chunk = {0, 4, true}});
+  ASSERT_FALSE(bad_balanced.ok());
+  EXPECT_NE(bad_balanced.status().message().find("must be a multiple of 8"), std::string::npos)
+      << bad_balanced.status().message();
 }
 
 TEST(EvalLoader, SequentialResettableAndSliced) {
