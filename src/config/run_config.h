@@ -84,7 +84,7 @@ struct ParallelConfig {
   int pp = 1;
   int tp = 1;
   // Context parallelism: cp ranks split each sequence (model/context_parallel_hooks.h). cp_mode:
-  // "ulysses" (all-to-all to a head split around attention); "ring" is refused (not built).
+  // "ulysses" (all-to-all to a head split around attention) or "ring" (ring attention).
   int cp = 1;
   std::string cp_mode = "ulysses";
   double bucket_mb = 4.0;  // gradient all-reduce bucket size

@@ -326,8 +326,8 @@ std::vector<SectionSpec> make_schema() {
            {"cp", field(&RC::parallel, &PC::cp), kOk, count_of_ranks(),
             "context-parallel ranks: each holds seq_len / cp positions of every sequence"},
            {"cp_mode", field(&RC::parallel, &PC::cp_mode), kOk, {one_of({"ulysses", "ring"})},
-            "context parallelism: ulysses (all-to-all to a head split around attention; cp divides the KV heads); "
-            "ring is not built yet"},
+            "context parallelism: ulysses (all-to-all to a head split around attention; cp divides the KV heads) or "
+            "ring (keys and values passed round the cp ranks, two balanced pieces per rank; 2 x cp divides seq_len)"},
            {"bucket_mb", field(&RC::parallel, &PC::bucket_mb), kOk,
             {holds([](double x) { return x > 0; }, " must be > 0")}, "gradient all-reduce bucket size"},
            // How the work is split, not the math: a change on --resume keeps the trajectory.

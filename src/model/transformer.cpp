@@ -96,7 +96,7 @@ void Transformer::allocate_activations() {
     }
     if (attention) {
       la.atty = act_buffer(N * A);
-      if (cp_size_ > 1) la.atty_heads = act_buffer(N * A);
+      if (cp_size_ > 1 && !cp_ring_) la.atty_heads = act_buffer(N * A);
       la.lse = act_buffer(B * d.NH * T);
     }
     if (rest) {
@@ -147,7 +147,14 @@ void Transformer::allocate_activations() {
     if (!is_first_stage()) a.stage_in = act_buffer(N * C);
     if (!is_last_stage()) a.stage_out = act_buffer(N * C);
   }
-  if (cp_size_ > 1 && first_ < last_) {
+  if (cp_size_ > 1 && first_ < last_ && cp_ring_) {
+    const int64_t KV = 2 * d.NKV * d.HS;
+    for (Buffer& b : a.ring_kv) b = act_buffer(N * KV);
+    for (Buffer& b : a.ring_dkv) b = act_buffer(N * KV);
+    a.ring_dkv_in = act_buffer(N * KV);
+    a.ring_delta = act_buffer(N * d.NH);
+    build_ring_rows();
+  } else if (cp_size_ > 1 && first_ < last_) {
     a.cp_qkv = act_buffer(N * Q);
     a.cp_datty_heads = act_buffer(N * A);
     a.cp_dqkv_heads = act_buffer(N * Q);

@@ -135,10 +135,11 @@ class Transformer {
   Status tp_status() const { return tp_->status(); }
 
   // Context parallelism (context_parallel_hooks.h): this model's T is the rank's share of the
-  // sequence, positions [cp_rank * T, (cp_rank + 1) * T); attention runs over the cp group's whole
-  // sequence through the hooks' all-to-alls. nullptr (or size 1) restores the whole-sequence model.
-  // Reallocates the activations; TS_CHECKs that cp_size divides the (tp-local) heads and KV heads
-  // and that the model has no MoE layer. `hooks` must outlive the model.
+  // sequence, positions [cp_rank * T, (cp_rank + 1) * T) (ulysses) or two balanced pieces of T/2
+  // (ring); attention runs over the cp group's whole sequence through the hooks' exchanges. nullptr
+  // (or size 1) restores the whole-sequence model. Reallocates the activations; TS_CHECKs that
+  // cp_size divides the (tp-local) heads and KV heads (ulysses) or that T is even (ring), and that
+  // the model has no MoE layer. `hooks` must outlive the model.
   void set_context_parallel_hooks(ContextParallelHooks* hooks);
   int cp_size() const { return cp_size_; }
   // The hooks' first communication failure (ok without context parallelism).
@@ -225,10 +226,23 @@ class Transformer {
   void cp_attention_forward(const LayerView& v, const float* qkv_local, float* atty);
   // datty (N, A) -> dqkv (N, Q), both at this rank's positions.
   void cp_attention_backward(const LayerView& v, const float* datty, float* dqkv);
-  // The row of a (positions, C) table (wpe, dwpe) for this rank's first position; null stays null.
+  // Ring attention (transformer_ring_attention.cpp): v.qkv (RoPE applied) -> v.atty, v.lse over the
+  // cp group's whole sequence; and datty -> dqkv (+=), keys and values round the ring.
+  void build_ring_rows();  // the key/value rows of qkv, into acts_
+  void ring_attention_forward(const LayerView& v);
+  void ring_attention_backward(const LayerView& v, const float* datty, float* dqkv);
+  // Calls f(row0, T_piece, pos0) for each piece of this rank's positions: rows [row0, row0 + B*T_piece)
+  // of the (N, ...) activations hold positions [pos0, pos0 + T_piece) of the B sequences. One piece,
+  // or two under ring attention (data/loader.h SequenceChunk).
   template <typename F>
-  F* at_first_position(F* table) const {
-    return table ? table + static_cast<int64_t>(cp_rank_) * T_ * cfg_.d_model : nullptr;
+  void for_each_position_piece(F f) const {
+    if (!cp_ring_) {
+      f(int64_t{0}, T_, static_cast<int64_t>(cp_rank_) * T_);
+      return;
+    }
+    const int64_t h = T_ / 2;
+    f(int64_t{0}, h, cp_rank_ * h);
+    f(B_ * h, h, (2 * cp_size_ - 1 - cp_rank_) * h);
   }
   Backend& be_;
   ModelConfig cfg_;
@@ -238,6 +252,7 @@ class Transformer {
   int tp_rank_ = 0, tp_size_ = 1;
   ContextParallelHooks* cp_ = nullptr;  // null: the whole sequence
   int cp_rank_ = 0, cp_size_ = 1;
+  bool cp_ring_ = false;  // ring attention; else (with cp_) Ulysses
   bool sp_ = false;  // sequence parallel (only at tp size > 1)
   Recompute recompute_ = Recompute::none;
   Precision precision_ = Precision::fp32;

@@ -1,5 +1,5 @@
 // Context parallelism in the Transformer (context_parallel_hooks.h): the Ulysses exchanges around
-// attention. Every activation is viewed as rows of HS floats (one head of one token), so each
+// attention (ring attention: transformer_ring_attention.cpp). Every activation is viewed as rows of HS floats (one head of one token), so each
 // re-arrangement is a row gather into cp blocks, one all-to-all and a row gather out of them; the
 // gathers' row indices are computed once per activation shape.
 #include <vector>
@@ -69,16 +69,22 @@ void route_indices(const SplitShape& sh, bool to_heads, std::vector<int64_t>& pa
 
 void Transformer::set_context_parallel_hooks(ContextParallelHooks* hooks) {
   const int size = hooks ? hooks->cp_size() : 1;
+  const bool ring = size > 1 && hooks->mode() == ContextParallelMode::ring;
   const Dims d = dims();
   if (size > 1) {
-    TS_CHECK(d.NH % size == 0 && d.NKV % size == 0)
-        << "context parallelism (ulysses) over " << size << " ranks needs the heads (" << d.NH
-        << ") and KV heads (" << d.NKV << ") of each tensor-parallel rank to be divisible by it";
+    if (ring)
+      TS_CHECK(d.T % 2 == 0) << "ring context parallelism gives each rank two pieces of every sequence: the rank's "
+                             << d.T << " positions must be even";
+    else
+      TS_CHECK(d.NH % size == 0 && d.NKV % size == 0)
+          << "context parallelism (ulysses) over " << size << " ranks needs the heads (" << d.NH
+          << ") and KV heads (" << d.NKV << ") of each tensor-parallel rank to be divisible by it";
     TS_CHECK(!cfg_.is_moe()) << "context parallelism does not support mixture-of-experts layers yet";
   }
   cp_ = size > 1 ? hooks : nullptr;
   cp_rank_ = size > 1 ? hooks->cp_rank() : 0;
   cp_size_ = size;
+  cp_ring_ = ring;
   allocate_activations();
 }
 

@@ -93,13 +93,22 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
   });
   probe(ModelPass::forward, l, 0, "ln1", ln1, NS * C);
   const float* qkv_in = column_input(ln1, TpPoint::attn_qkv);
-  // Context parallelism: the linear's output stays at this rank's positions; v.qkv gets its head split.
-  float* qkv_out = cp_ ? acts_->cp_qkv.as<float>() : qkv;
+  // Ulysses: the linear's output stays at this rank's positions; v.qkv gets its head split.
+  const bool ulysses = cp_ && !cp_ring_;
+  float* qkv_out = ulysses ? acts_->cp_qkv.as<float>() : qkv;
   profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, qkv_out, qkv_in, p.qkv_w, p.qkv_b, N, C, Q); });
   probe(ModelPass::forward, l, 1, "qkv", qkv_out, N * Q);
   profiled(prof, OpGroup::attention, [&] {
-    if (cp_) {
+    if (ulysses) {
       cp_attention_forward(v, qkv_out, atty);
+      return;
+    }
+    if (cp_ring_) {
+      if (llama)
+        for_each_position_piece([&](int64_t row0, int64_t Tp, int64_t pos0) {
+          be_.rope_forward_at(qkv + row0 * Q, B, Tp, pos0, NH, NKV, HS, c.rope_theta);
+        });
+      ring_attention_forward(v);
       return;
     }
     if (llama) be_.rope_forward(qkv, B, T, NH, NKV, HS, c.rope_theta);
@@ -160,7 +169,7 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
 void Transformer::forward(const int32_t* tokens, const int32_t* targets, double* loss_sum) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
-  const int64_t B = d.B, T = d.T, N = d.N, C = d.C, V = d.V, NS = d.NS, R0 = d.R0;
+  const int64_t B = d.B, N = d.N, C = d.C, V = d.V, NS = d.NS, R0 = d.R0;
   const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
@@ -182,11 +191,13 @@ void Transformer::forward(const int32_t* tokens, const int32_t* targets, double*
     last_tokens_ = tokens;
     event(LayerEvent::before_forward, -1);
     float* emb = sp_ ? full : encoded;  // (N, C)
-    const float* wpe = at_first_position(w.wpe);
     profiled(prof, OpGroup::embedding, [&] {
-      if (tp_size_ == 1) be_.embedding_forward(emb, tokens, w.wte, wpe, B, T, C);
-      else be_.embedding_forward_range(emb, tokens, w.wte, row_bias(wpe), B, T, C, vocab_lo_,
-                                        vocab_lo_ + V);  // positions added once, like a row-parallel bias
+      for_each_position_piece([&](int64_t row0, int64_t Tp, int64_t pos0) {
+        const float* wpe = w.wpe ? w.wpe + pos0 * C : nullptr;
+        if (tp_size_ == 1) be_.embedding_forward(emb + row0 * C, tokens + row0, w.wte, wpe, B, Tp, C);
+        else be_.embedding_forward_range(emb + row0 * C, tokens + row0, w.wte, row_bias(wpe), B, Tp, C, vocab_lo_,
+                                          vocab_lo_ + V);  // positions added once, like a row-parallel bias
+      });
     });
     event(LayerEvent::after_forward, -1);
     tp.reduce_from_region_forward({TpPoint::embedding, -1, emb, N, C});
@@ -335,6 +346,10 @@ void Transformer::backward(float loss_scale) {
           be_.attention_forward(v.atty, v.lse, v.qkv, B, T, NH, NKV, HS);
           return;
         }
+        if (cp_ring_) {  // v.qkv holds this rank's pieces, RoPE applied
+          ring_attention_forward(v);
+          return;
+        }
         const int64_t p = cp_size_;  // v.qkv holds the head split, RoPE applied
         be_.attention_forward(v.atty_heads, v.lse, v.qkv, B, T * p, NH / p, NKV / p, HS);
         cp_exchange(v.atty_heads, v.atty, acts_->atty_to_seq);
@@ -383,6 +398,14 @@ void Transformer::backward(float loss_scale) {
     probe(ModelPass::backward, l, 5, "attn_proj", datty, N * A);
     zero(be_, a.dqkv);
     profiled(prof, OpGroup::attention, [&] {
+      if (cp_ring_) {
+        ring_attention_backward(v, datty, dqkv);
+        if (llama)
+          for_each_position_piece([&](int64_t row0, int64_t Tp, int64_t pos0) {
+            be_.rope_backward_at(dqkv + row0 * Q, B, Tp, pos0, NH, NKV, HS, c.rope_theta);
+          });
+        return;
+      }
       if (cp_) {
         cp_attention_backward(v, datty, dqkv);
         return;
@@ -409,11 +432,14 @@ void Transformer::backward(float loss_scale) {
     event(LayerEvent::before_backward, -1);
     tp.reduce_from_region_backward({TpPoint::embedding, -1, dres_full, N, C});
     profiled(prof, OpGroup::embedding, [&] {
-      float* dwpe = at_first_position(w.dwpe);
-      if (tp_size_ == 1) be_.embedding_backward(w.dwte, dwpe, dres_full, last_tokens_, B, T, C);
-      else  // this rank's vocabulary rows; dwpe on every rank (replicated), on rank 0 under sequence parallelism
-        be_.embedding_backward_range(w.dwte, rank0_grad(dwpe), dres_full, last_tokens_, B, T, C, vocab_lo_,
-                                      vocab_lo_ + V);
+      for_each_position_piece([&](int64_t row0, int64_t Tp, int64_t pos0) {
+        float* dwpe = w.dwpe ? w.dwpe + pos0 * C : nullptr;
+        const float* dout = dres_full + row0 * C;
+        if (tp_size_ == 1) be_.embedding_backward(w.dwte, dwpe, dout, last_tokens_ + row0, B, Tp, C);
+        else  // this rank's vocabulary rows; dwpe on every rank (replicated), on rank 0 under sequence parallelism
+          be_.embedding_backward_range(w.dwte, rank0_grad(dwpe), dout, last_tokens_ + row0, B, Tp, C, vocab_lo_,
+                                        vocab_lo_ + V);
+      });
     });
     grad_ready(-1);
   } else {

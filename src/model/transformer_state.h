@@ -2,6 +2,7 @@
 // transformer_passes.cpp (forward, backward): saved activations, the shared recomputation set,
 // backward scratch and the resolved tensor pointers. Internal to model/.
 #pragma once
+#include <array>
 #include <vector>
 
 #include "core/memory.h"
@@ -91,6 +92,12 @@ struct Transformer::Acts {
   Buffer cp_dqkv_heads;            // (N, Q) the head split of dqkv
   Buffer cp_send, cp_recv;         // (N, Q) all-to-all blocks
   CpRoute qkv_to_heads, qkv_to_seq, atty_to_heads, atty_to_seq;
+  // Ring attention only (else empty); KV = 2 x NKV x HS floats per position:
+  std::array<Buffer, 2> ring_kv;   // (N, KV) the keys and values in hand / arriving
+  std::array<Buffer, 2> ring_dkv;  // (N, KV) this step's key/value gradients / the last step's, in flight
+  Buffer ring_dkv_in;              // (N, KV) the travelling key/value gradients from the previous rank
+  Buffer ring_delta;               // (2, B, NH, T/2) rowsum(datty * atty) per piece
+  Buffer ring_kv_rows;             // int64 (N x 2 NKV): the HS-wide rows of qkv that are keys and values
   bool have_dlogits = false;
 };
 

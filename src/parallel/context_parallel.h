@@ -1,35 +1,52 @@
 // Context parallelism over the grid's cp communicator: the Transformer's ContextParallelHooks
-// (model/context_parallel_hooks.h, which has the math) implemented with MPI all-to-all.
+// (model/context_parallel_hooks.h, which has the math) implemented with MPI all-to-all (ulysses) or
+// non-blocking sends and receives round the ring (ring).
 //
 // Usage (every rank of a cp group: the same parameters and sequences, its own positions):
 //   Transformer net(backend, cfg, store, B, seq_len / grid.cp().size());
-//   ContextParallel cp(grid.cp());
+//   ContextParallel cp(grid.cp(), ContextParallelMode::ulysses);
 //   net.set_context_parallel_hooks(&cp);
 //   net.forward(tokens_of_my_positions, targets_of_my_positions); net.backward();
 //   TS_RETURN_IF_ERROR(cp.status());
 // and the gradients are averaged over grid.param_replicas() (dp x cp), like data parallelism's.
 #pragma once
+#include <array>
+#include <string>
+
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "model/context_parallel_hooks.h"
 
 namespace tessera {
 
-// ok, or an error naming what to change: cp must divide seq_len and (ulysses) the heads and KV
-// heads left on each tensor-parallel rank.
-Status validate_context_parallel(int cp, int64_t seq_len, int64_t n_head, int64_t n_kv_head, int tp);
+// "ulysses" or "ring"; anything else is an error naming the choices.
+Result<ContextParallelMode> parse_context_parallel_mode(const std::string& name);
+
+// ok, or an error naming what to change: ulysses: cp must divide seq_len and the heads and KV heads
+// left on each tensor-parallel rank; ring: 2 x cp must divide seq_len.
+Status validate_context_parallel(int cp, ContextParallelMode mode, int64_t seq_len, int64_t n_head, int64_t n_kv_head,
+                                 int tp);
 
 class ContextParallel final : public ContextParallelHooks {
  public:
   // `cp` (grid.cp()) must outlive this object.
-  explicit ContextParallel(Communicator& cp) : comm_(cp) {}
+  ContextParallel(Communicator& cp, ContextParallelMode mode) : comm_(cp), mode_(mode) {}
   int cp_rank() const override { return comm_.rank(); }
   int cp_size() const override { return comm_.size(); }
+  ContextParallelMode mode() const override { return mode_; }
   void all_to_all(const float* send, float* recv, int64_t block) override;
+  void ring_start(int channel, const float* send, float* recv, int64_t count) override;
+  void ring_wait(int channel) override;
   Status status() const override { return status_; }
 
  private:
+  void record(const Status& s, const char* what);
   Communicator& comm_;
+  ContextParallelMode mode_;
+  struct RingExchange {
+    Work send, recv;  // complete when idle
+  };
+  std::array<RingExchange, 2> ring_;
   Status status_;
 };
 

@@ -205,7 +205,7 @@ std::pair<int, int> ParallelLayout::chunk_layers(int stage, int chunk) const {
 
 std::string ParallelLayout::describe() const {
   std::string s = "dp=" + str(grid.dp) + " tp=" + str(grid.tp) + (sequence_parallel ? " sequence-parallel" : "") +
-                  " pp=" + str(grid.pp) + (grid.cp > 1 ? " cp=" + str(grid.cp) + " (ulysses)" : "");
+                  " pp=" + str(grid.pp) + (grid.cp > 1 ? " cp=" + str(grid.cp) + (cp_mode == ContextParallelMode::ring ? " (ring)" : " (ulysses)") : "");
   if (grid.pp == 1) return s;
   s += " (" + std::string(pipeline_schedule_name(schedule));
   if (pipe.virtual_stages > 1) s += " x" + str(pipe.virtual_stages);
@@ -230,7 +230,9 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   TS_RETURN_IF_ERROR(check_grid(layout.grid, grid_ranks));
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));
   TS_RETURN_IF_ERROR(check_sequence_parallel(cfg));
-  TS_RETURN_IF_ERROR(validate_context_parallel(p.cp, cfg.data.seq_len, cfg.model.n_head, cfg.model.n_kv_head, p.tp));
+  TS_ASSIGN_OR_RETURN(layout.cp_mode, parse_context_parallel_mode(p.cp_mode));
+  TS_RETURN_IF_ERROR(
+      validate_context_parallel(p.cp, layout.cp_mode, cfg.data.seq_len, cfg.model.n_head, cfg.model.n_kv_head, p.tp));
 
   if (p.virtual_stages < 1)
     return invalid_argument("parallel.virtual_stages must be >= 1 (got " + str(p.virtual_stages) + ")");

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "comm/grid.h"
+#include "model/context_parallel_hooks.h"
 #include "core/status.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/stage_balance.h"
@@ -22,6 +23,7 @@ struct ParallelLayout {
   PipelineShape pipe;  // stages = pp, micro_batches = train.grad_accum, virtual_stages; valid for `schedule`
   StageSplit split;    // over pp * virtual_stages virtual stages (parallel.stage_layers, or balanced)
   bool sequence_parallel = false;
+  ContextParallelMode cp_mode = ContextParallelMode::ulysses;  // parallel.cp_mode (with grid.cp > 1)
 
   // Layers [first, last) of model chunk `chunk` (0..V-1) on pipeline rank `stage` (0..pp-1): virtual
   // stage chunk * pp + stage. TS_CHECKs the range.

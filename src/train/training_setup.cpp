@@ -71,8 +71,10 @@ Status open_loaders(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const int B = static_cast<int>(cfg.train.micro_batch), T = static_cast<int>(cfg.data.seq_len);
   const int dp_rank = run.grid->coord().dp, dp_size = run.grid->shape().dp;
-  // Context parallelism: the ranks of a cp group read the same sequences, each its own positions.
-  const SequenceChunk chunk{run.grid->coord().cp, run.grid->shape().cp};
+  // Context parallelism: the ranks of a cp group read the same sequences, each its own positions
+  // (under ring attention two balanced pieces of each).
+  const SequenceChunk chunk{run.grid->coord().cp, run.grid->shape().cp,
+                            run.layout.cp_mode == ContextParallelMode::ring};
   LoaderConfig lc;
   lc.B = B; lc.T = T; lc.seed = cfg.train.seed;
   lc.rank = dp_rank; lc.world = dp_size;
@@ -161,7 +163,7 @@ Status build_training_model(TrainingRun& run) {
     chunks.push_back(run.stores.back().get());
   }
   if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(*run.backend, grid.tp(), lay.sequence_parallel);
-  if (grid.shape().cp > 1) run.cp_hooks = std::make_unique<ContextParallel>(grid.cp());
+  if (grid.shape().cp > 1) run.cp_hooks = std::make_unique<ContextParallel>(grid.cp(), lay.cp_mode);
   if (mc.tied_embeddings && pp_size > 1) {  // collective over the grid's ranks (a PS run: the workers only)
     const bool ends = stage == 0 || stage == pp_size - 1;
     GridCoord first_stage = grid.coord();  // one group per (dp, cp, tp): its first and last stage

@@ -108,7 +108,10 @@ class ContextParallelShape final : public ContextParallelHooks {
   explicit ContextParallelShape(int size) : size_(size) {}
   int cp_rank() const override { return size_ - 1; }
   int cp_size() const override { return size_; }
+  ContextParallelMode mode() const override { return ContextParallelMode::ulysses; }
   void all_to_all(const float*, float*, int64_t) override {}
+  void ring_start(int, const float*, float*, int64_t) override {}
+  void ring_wait(int) override {}
   Status status() const override { return Status(); }
 
  private:

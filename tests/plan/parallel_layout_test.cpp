@@ -254,7 +254,13 @@ TEST(ParallelLayout, ContextParallelGridAndErrors) {
   // tiny: 4 heads, 4 KV heads; with tp 2, 2 per rank, which cp 4 cannot split.
   const std::string heads = plan_err(config({"parallel.cp=4", "parallel.tp=2"}), 8);
   EXPECT_HAS(heads, "2 KV heads per tensor-parallel rank");
-  EXPECT_HAS(plan_err(config({"parallel.cp=2", "parallel.cp_mode=\"ring\""}), 2), "ring attention");
+  EXPECT_HAS(heads, "parallel.cp_mode = \"ring\"");  // the fix names the mode without that limit
+  // Ring: two pieces per rank, no limit from the heads (cp 4 at 2 KV heads per tp rank).
+  const ParallelLayout ring = plan_ok(config({"parallel.cp=4", "parallel.tp=2", "parallel.cp_mode=\"ring\""}), 8);
+  EXPECT_EQ(ring.cp_mode, ContextParallelMode::ring);
+  EXPECT_HAS(ring.describe(), "cp=4 (ring)");
+  const std::string pieces = plan_err(config({"parallel.cp=2", "parallel.cp_mode=\"ring\"", "data.seq_len=62"}), 2);
+  EXPECT_HAS(pieces, "2 x cp = 4 must divide data.seq_len = 62");
   EXPECT_HAS(plan_err(config({"parallel.cp=2", "model.preset=\"tiny-moe\""}), 2), "model.moe_experts");
   EXPECT_HAS(plan_err(config({"parallel.cp=2", "train.local_steps=2"}), 2), "train.local_steps");
 }

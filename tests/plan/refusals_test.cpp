@@ -48,7 +48,6 @@ const std::vector<Case>& cases() {
       {{"train.on_anomaly=rollback"}, "train.on_anomaly = \"rollback\" with train.checkpoint_interval = 0"},
       {{"model.preset=tiny-moe", "parallel.tp=2"}, "model.moe_experts = 4 with parallel.tp = 2"},
       {{"comm.compression=bf16", "train.local_steps=2"}, "comm.compression = \"bf16\" with train.local_steps = 2"},
-      {{"parallel.cp=2", "parallel.cp_mode=ring"}, "parallel.cp = 2 with parallel.cp_mode = \"ring\""},
       {{"parallel.cp=2", "parallel.mode=ps"}, "parallel.cp = 2 with parallel.mode = \"ps\""},
       {{"parallel.cp=2", "train.local_steps=2"}, "parallel.cp = 2 with train.local_steps = 2"},
       {{"parallel.cp=2", "comm.compression=bf16"}, "parallel.cp = 2 with comm.compression = \"bf16\""},
