@@ -47,6 +47,8 @@ CONFIGS=(  # label|ranks|overrides
   "cp2|2|parallel.cp=2"
   "cp4_selective|4|parallel.cp=4 train.recompute=selective"
   "llama_dp2_cp2_zero2|4|$LLAMA parallel.dp=2 parallel.cp=2 parallel.zero=2 train.batch_tokens=512"
+  "ring2|2|parallel.cp=2 parallel.cp_mode=ring"
+  "llama_ring4_zero1_selective|4|$LLAMA parallel.cp=4 parallel.cp_mode=ring parallel.zero=1 train.recompute=selective"
 )
 
 : > "$TMP/runs.txt"

@@ -41,6 +41,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   // Context parallelism: each rank holds seq_len / cp positions, and the dense parameters are
   // replicated (and ZeRO-sharded) over dp x cp (Grid::param_replicas(), in world-rank order).
   const int cp = lay.grid.cp;
+  const bool ring = lay.cp_mode == ContextParallelMode::ring;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len / cp;
   const int tp = lay.grid.tp, dp = lay.grid.replica_size(), zero = cfg.parallel.zero;
   const int replica_rank = coord.cp + cp * (coord.ep + lay.grid.ep * coord.dp);
@@ -109,7 +110,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
       auto reallocate = [&](bool rows_shard, Recompute mode, int cp_size) {
         for (int id : ids) k.free(id);
         ids.clear();
-        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode, cp_size))
+        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode, cp_size, ring))
           ids.push_back(k.alloc(MemCategory::activations, f * kF));
       };
       reallocate(false, recompute, 1);
@@ -201,9 +202,9 @@ std::vector<int64_t> micro_batch_candidates(const RunConfig& cfg) {
 }  // namespace
 
 int64_t transformer_activation_bytes(const ModelConfig& cfg, const ParamLayout& layout, int64_t B, int64_t T,
-                                     bool sequence_parallel, Recompute recompute, int cp) {
+                                     bool sequence_parallel, Recompute recompute, int cp, bool ring) {
   int64_t sum = 0;
-  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute, cp)) sum += f * kF;
+  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute, cp, ring)) sum += f * kF;
   return sum;
 }
 

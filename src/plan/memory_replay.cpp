@@ -26,11 +26,12 @@ ActDims act_dims(const ModelConfig& c, const ParamLayout& layout, int64_t B, int
 
 // The buffers allocate_activations makes, each as a number of floats (zero-sized ones allocate nothing).
 std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
-                                        bool sp, Recompute recompute, int cp) {
+                                        bool sp, Recompute recompute, int cp, bool ring) {
   const ActDims d = act_dims(c, layout, B, T, sp && layout.tp().size > 1);
   const bool first = layout.first_layer() == 0, last = layout.last_layer() == c.n_layer;
   const int64_t N = d.N, NS = d.NS, C = d.C;
   const int layers = layout.last_layer() - layout.first_layer();
+  const bool ulysses = cp > 1 && !ring;
   std::vector<int64_t> f;
   f.push_back(NS * C);  // encoded
   // One layer's saved tensors, in struct LayerActs order.
@@ -38,7 +39,7 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
     out.insert(out.end(), {NS * C, NS, NS,      // ln1, mean, rstd
                            N * d.Q,             // qkv
                            N * d.A});           // atty
-    if (cp > 1) out.push_back(N * d.A);         // atty_heads
+    if (ulysses) out.push_back(N * d.A);        // atty_heads
     out.insert(out.end(), {d.B * d.NH * d.T,    // lse
                            NS * C,              // residual2
                            NS * C, NS, NS,      // ln2, mean, rstd
@@ -74,7 +75,7 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
     }
     if (layers > 0) {
       f.push_back(N * d.A);                  // atty
-      if (cp > 1) f.push_back(N * d.A);      // atty_heads
+      if (ulysses) f.push_back(N * d.A);     // atty_heads
       f.push_back(d.B * d.NH * d.T);         // lse
     }
   } else {
@@ -100,7 +101,11 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
     if (!first) f.push_back(N * C);    // stage_in
     if (!last) f.push_back(N * C);     // stage_out
   }
-  if (cp > 1 && layers > 0) {  // cp_qkv, cp_datty_heads, cp_dqkv_heads, cp_send, cp_recv
+  if (cp > 1 && layers > 0 && ring) {
+    // ring_kv x 2, ring_dkv x 2, ring_dkv_in (N, 2 NKV HS); ring_delta (N, NH); the key/value row table (int64)
+    const int64_t kv_heads = d.Q / c.head_size() - d.NH, KV = kv_heads * c.head_size();
+    f.insert(f.end(), {N * KV, N * KV, N * KV, N * KV, N * KV, N * d.NH, 2 * N * kv_heads});
+  } else if (ulysses && layers > 0) {  // cp_qkv, cp_datty_heads, cp_dqkv_heads, cp_send, cp_recv
     f.insert(f.end(), {N * d.Q, N * d.A, N * d.Q, N * d.Q, N * d.Q});
     // The all-to-all routes' int64 pack and unpack tables, one row per (position, head):
     // qkv to heads and back, then the attention output to heads and back.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "model/param_layout.h"
 #include "parallel/pipeline_schedule_sim.h"
@@ -32,13 +34,20 @@ struct RankTime {
   }
 };
 
-// Context parallelism (Ulysses): the rank runs everything on its T / cp positions except attention,
-// which it runs on 1/cp of the heads over the whole sequence (cp times the FLOPs of attention over
-// T / cp), and moves qkv there and the output back with all-to-alls (mirrored in backward).
+// Context parallelism: the rank runs everything on its T / cp positions except attention, whose
+// queries see the whole sequence (Ulysses: 1/cp of the heads over all positions; ring: its positions
+// against every key): cp times the FLOPs of attention over T / cp either way.
 void add_context_parallel(ChunkOps& ops, int cp) {
   for (std::vector<OpCost>* list : {&ops.forward, &ops.backward})
     for (OpCost& op : *list)
       if (op.cls == OpClass::attention) op.flops *= cp;
+}
+
+double attention_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, const std::string& prec) {
+  std::vector<OpCost> attention;
+  for (const OpCost& op : ops)
+    if (op.cls == OpClass::attention) attention.push_back(op);
+  return ops_seconds(attention, hw, prec);
 }
 
 RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, const HardwareSpec& hw,
@@ -75,14 +84,27 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
       if (first == 0) t.tp_fwd += ring_all_reduce_s(act, tp, tp_link);
       if (last == m.n_layer) t.tp_fwd += 2 * ring_all_reduce_s(kF * static_cast<double>(B * T), tp, tp_link);
     }
-    if (cp > 1) {
+    const int layers = last - first;
+    const bool recomputes_attention = cfg.train.recompute != Recompute::none;
+    if (cp > 1 && layers > 0 && lay.cp_mode == ContextParallelMode::ring) {
+      // Per layer, forward: cp - 1 hops of the keys and values (B T/cp rows of 2 NKV HS / tp), each
+      // behind one step's attention (1/cp of the layer's); backward: the same hops plus the key/value
+      // gradients' cp hops, the last one exposed. Recomputed attention repeats the forward's.
+      const double kv = kF * static_cast<double>(B * T) * 2.0 * m.n_kv_head * m.head_size() / tp;
+      const double hop = point_to_point_s(kv, cp_link);
+      const double step_fwd = attention_seconds(plain.forward, hw, prec) / layers / cp;
+      const double step_bwd = attention_seconds(plain.backward, hw, prec) / layers / cp;
+      const double fwd = (cp - 1) * std::max(0.0, hop - step_fwd);
+      const double bwd = (cp - 1) * std::max(0.0, 2 * hop - step_bwd) + hop;
+      t.cp_fwd = layers * fwd;
+      t.cp_bwd = layers * (bwd + (recomputes_attention ? fwd : 0));
+    } else if (cp > 1) {
       // Per layer: qkv (B T/cp rows of (NH + 2 NKV) HS / tp) out and the attention output (NH HS / tp)
       // back; backward moves their gradients the other way; full recompute repeats the forward pair.
       const double rows = static_cast<double>(B * T);
       const double qkv = kF * rows * static_cast<double>(m.qkv_width()) / tp;
       const double att = kF * rows * static_cast<double>(m.n_head * m.head_size()) / tp;
       const double pair = all_to_all_s(qkv, cp, cp_link) + all_to_all_s(att, cp, cp_link);
-      const int layers = last - first;
       t.cp_fwd = layers * pair;
       t.cp_bwd = layers * pair + (cfg.train.recompute == Recompute::full ? layers * pair : 0);
     }

@@ -105,10 +105,10 @@ TEST(MemoryPlan, ActivationFormulaIsWhatTheTransformerAllocates) {
 // A fake cp group member, only so a Transformer allocates its context-parallel buffers.
 class ContextParallelShape final : public ContextParallelHooks {
  public:
-  explicit ContextParallelShape(int size) : size_(size) {}
+  ContextParallelShape(int size, ContextParallelMode mode) : size_(size), mode_(mode) {}
   int cp_rank() const override { return size_ - 1; }
   int cp_size() const override { return size_; }
-  ContextParallelMode mode() const override { return ContextParallelMode::ulysses; }
+  ContextParallelMode mode() const override { return mode_; }
   void all_to_all(const float*, float*, int64_t) override {}
   void ring_start(int, const float*, float*, int64_t) override {}
   void ring_wait(int) override {}
@@ -116,11 +116,14 @@ class ContextParallelShape final : public ContextParallelHooks {
 
  private:
   int size_;
+  ContextParallelMode mode_;
 };
 
 // Context parallelism: T / cp positions per rank, attention's per-head output and the exchange
-// buffers, with and without tp + sequence parallelism, over pipeline stages and recomputation.
+// buffers (Ulysses') or the travelling keys, values and their gradients (ring), with and without
+// tp + sequence parallelism, over pipeline stages and recomputation.
 TEST(MemoryPlan, ActivationFormulaCountsContextParallelBuffers) {
+  for (ContextParallelMode mode : {ContextParallelMode::ulysses, ContextParallelMode::ring})
   for (const char* preset : {"tiny", "tiny-llama"}) {
     ModelConfig mc = model_preset(preset).value();
     mc.n_layer = 4;
@@ -128,16 +131,18 @@ TEST(MemoryPlan, ActivationFormulaCountsContextParallelBuffers) {
       for (int tp : {1, 2})
         for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
           const int cp = 2;
-          if ((mc.n_kv_head / tp) % cp != 0) continue;  // Ulysses splits the KV heads of a tp rank
+          const bool ring = mode == ContextParallelMode::ring;
+          if (!ring && (mc.n_kv_head / tp) % cp != 0) continue;  // Ulysses splits the KV heads of a tp rank
           ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}));
           Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32 / cp, rc);
           SequenceParallelShape tp_hooks(tp - 1, tp);
-          ContextParallelShape cp_hooks(cp);
+          ContextParallelShape cp_hooks(cp, mode);
           if (tp > 1) model.set_tensor_parallel_hooks(&tp_hooks);
           model.set_context_parallel_hooks(&cp_hooks);
           EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
-                    transformer_activation_bytes(mc, store.layout(), 2, 32 / cp, tp > 1, rc, cp))
-              << preset << " layers [" << first << "," << last << ") tp " << tp << " " << recompute_name(rc);
+                    transformer_activation_bytes(mc, store.layout(), 2, 32 / cp, tp > 1, rc, cp, ring))
+              << preset << " layers [" << first << "," << last << ") tp " << tp << " " << recompute_name(rc)
+              << (ring ? " ring" : " ulysses");
         }
   }
 }

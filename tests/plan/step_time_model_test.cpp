@@ -177,6 +177,19 @@ TEST(StepTimeModel, TensorParallelAddsFourAllReducesPerLayer) {
   EXPECT_NEAR(p.breakdown.tp_s, 16 * per + per + 2 * ring_all_reduce_s(4.0 * 256, 2, ideal().intra), 1e-12);
 }
 
+// Ring attention, cp 2: per layer one key/value hop forward, one hop and two gradient hops backward.
+// Free compute exposes all four; slow compute hides all but the gradients' last hop home.
+TEST(StepTimeModel, RingAttentionHidesHopsBehindEachStepsAttention) {
+  const RunConfig cfg = config({"parallel.cp=2", "parallel.cp_mode=ring"});
+  const double hop = point_to_point_s(4.0 * 4 * 32 * 2 * 128, ideal().intra);  // B T/cp rows of 2 NKV HS
+  HardwareSpec free_compute = ideal();
+  free_compute.peak_flops_fp32 = 1e30;
+  EXPECT_NEAR(predict(cfg, 2, free_compute).breakdown.cp_s, 4 * (1 + 2 + 1) * hop, 1e-12);
+  HardwareSpec slow_compute = ideal();
+  slow_compute.peak_flops_fp32 = 1e6;
+  EXPECT_NEAR(predict(cfg, 2, slow_compute).breakdown.cp_s, 4 * hop, 1e-12);
+}
+
 TEST(StepTimeModel, LayoutErrorsComeBackUnchanged) {
   RunConfig cfg = config({"parallel.tp=3"});
   auto r = predict_step_time(cfg, 3, ideal());
