@@ -2,6 +2,7 @@
 // communication of the step.
 #include "parallel/context_parallel.h"
 
+#include <chrono>
 #include <string>
 
 namespace tessera {
@@ -51,12 +52,16 @@ void ContextParallel::ring_start(int channel, const float* send, float* recv, in
   // Receive first: the matching send of the previous rank may already be on its way.
   x.recv = comm_.recv_async(recv, count, DType::f32, (r + p - 1) % p, channel);
   x.send = comm_.send_async(send, count, DType::f32, (r + 1) % p, channel);
+  ++ring_stats_.exchanges;
+  ring_stats_.floats += count;
 }
 
 void ContextParallel::ring_wait(int channel) {
   RingExchange& x = ring_.at(static_cast<size_t>(channel));
+  const auto t0 = std::chrono::steady_clock::now();
   record(x.recv.wait(), "ring receive of keys and values");
   record(x.send.wait(), "ring send of keys and values");
+  ring_stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   x = RingExchange{};
 }
 
