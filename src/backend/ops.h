@@ -110,8 +110,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 
 // ---- attention of one (query chunk, kv chunk) pair: ring context parallelism ----
 // Attention of one (query chunk, kv chunk) pair with a log-sum-exp merge into a running (out, lse):
-// the per-step kernel of ring context parallelism, forward and backward. Plain portable C++ (one
-// build, not one per instruction-set level; cpu/attention_block.cpp).
+// the per-step kernel of ring context parallelism, forward and backward. One build, not one per
+// instruction-set level: the work is in sgemm, which dispatches itself (cpu/attention_block.cpp).
 //
 // Why this shape: in ring attention a rank keeps its query chunk and sees the kv chunks one at a
 // time, in an order the ring decides. Each step only needs the partial softmax of that pair,
@@ -127,8 +127,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 // Pointing q, k, v at the column offsets of one qkv(B, T, (NH+2*NKV)*HS) chunk, stride = its row
 // width, reads the [q heads | k heads | v heads] layout of ops::attention_forward in place.
 //
-// Every call allocates its own scratch (O(Tk*HS) doubles per task) and accumulates in double; results
-// depend only on the inputs (each output element is written by one OpenMP task in a fixed order).
+// Every call allocates its own scratch (two blocks of 128 x Tk floats per task); the products run
+// through sgemm in f32, the softmax sums and merge weights in double. Results depend only on the
+// inputs (each output element is written by one OpenMP task in a fixed order).
 // The two masks a ring needs: `full` when the kv chunk lies wholly before the query chunk (every query
 // sees every key), `causal` for the diagonal pair (same chunk, Tq == Tk, query i sees keys 0..i).
 enum class BlockMask { full, causal };

@@ -49,6 +49,9 @@ class ContextParallelHooks {
   // ring_wait(channel) completes it. Neither buffer may be touched until then.
   virtual void ring_start(int channel, const float* send, float* recv, int64_t count) = 0;
   virtual void ring_wait(int channel) = 0;
+  // Lets the exchanges in flight advance without waiting (between two blocks of attention): a
+  // library that moves data only inside its calls then moves it while the peers still compute.
+  virtual void ring_progress() = 0;
   virtual Status status() const = 0;
 };
 

@@ -65,6 +65,7 @@ void Transformer::ring_attention_forward(const LayerView& v) {
       const float* k = in_hand + kp * Bh * KV;
       be_.attention_block_forward(v.atty + qp * Bh * d.A, v.lse + qp * d.B * d.NH * h, v.qkv + qp * Bh * d.Q, d.Q, k,
                                   k + d.NKV * d.HS, KV, d.B, h, h, d.NH, d.NKV, d.HS, mask);
+      cp_->ring_progress();
     });
     if (more) cp_->ring_wait(0);
   }
@@ -96,6 +97,7 @@ void Transformer::ring_attention_backward(const LayerView& v, const float* datty
       be_.attention_block_backward(dqkv + qp * Bh * d.Q, d.Q, dk, dk + d.NKV * d.HS, KV, datty + qp * Bh * d.A, q,
                                    d.Q, k, k + d.NKV * d.HS, KV, v.lse + qp * d.B * d.NH * h,
                                    delta + qp * d.B * d.NH * h, d.B, h, h, d.NH, d.NKV, d.HS, mask);
+      cp_->ring_progress();
     });
     if (s > 0) {  // the sum over the ranks before this one, for the same keys and values
       cp_->ring_wait(1);

@@ -27,12 +27,14 @@ Result<ContextParallelMode> parse_context_parallel_mode(const std::string& name)
 Status validate_context_parallel(int cp, ContextParallelMode mode, int64_t seq_len, int64_t n_head, int64_t n_kv_head,
                                  int tp);
 
-// The ring's exchanges so far: how many, their floats (each direction), and the seconds this rank
-// spent blocked in ring_wait, i.e. the communication the attention did not hide.
+// The ring's exchanges so far: how many, their floats (each direction), the seconds this rank spent
+// blocked in ring_wait and in ring_progress (where a shared-memory library copies the data): the
+// communication the attention did not hide.
 struct RingStats {
   int64_t exchanges = 0;
   int64_t floats = 0;
   double wait_s = 0;
+  double progress_s = 0;
 };
 
 class ContextParallel final : public ContextParallelHooks {
@@ -45,6 +47,7 @@ class ContextParallel final : public ContextParallelHooks {
   void all_to_all(const float* send, float* recv, int64_t block) override;
   void ring_start(int channel, const float* send, float* recv, int64_t count) override;
   void ring_wait(int channel) override;
+  void ring_progress() override;
   Status status() const override { return status_; }
   const RingStats& ring_stats() const { return ring_stats_; }
 

@@ -1,6 +1,6 @@
-// Block-pair attention with a log-sum-exp merge (backend/ops.h: attention_block_*): one query row at a time, scores,
-// probabilities and sums in double. Chunks are short (a sequence divided by the ring size), so plain
-// loops suffice here; a tiled kernel can replace these bodies without changing the contract.
+// Block-pair attention with a log-sum-exp merge (backend/ops.h: attention_block_*): per (batch, head)
+// task, query tiles of kTile rows against the pair's visible keys, the score and probability blocks
+// through sgemm (single-threaded inside the task loop), row sums and the merge weights in double.
 #include "backend/ops.h"
 
 #include <algorithm>
@@ -38,47 +38,60 @@ double attention_scale(int64_t HS) { return 1.0f / std::sqrt(static_cast<float>(
 
 }  // namespace
 
+// Query rows per tile: bounds each task's score block to kTile x Tk floats.
+constexpr int64_t kTile = 128;
+
 void attention_block_forward(float* out, float* lse, const float* q, int64_t q_stride, const float* k,
                              const float* v, int64_t kv_stride, int64_t B, int64_t Tq, int64_t Tk, int64_t NH,
                              int64_t NKV, int64_t HS, BlockMask mask) {
   check_dims(Tq, Tk, NH, NKV, HS, mask);
   const int64_t group = NH / NKV, CO = NH * HS;
-  const double scale = attention_scale(HS);
+  const float scale = static_cast<float>(attention_scale(HS));
 
 #pragma omp parallel for schedule(static)
   for (int64_t task = 0; task < B * NH; ++task) {
     const int64_t b = task / NH, h = task % NH, g = h / group;
-    std::vector<double> s(Tk), o(HS);
-    for (int64_t i = 0; i < Tq; ++i) {
-      const int64_t nk = visible_keys(i, Tk, mask);
-      if (nk <= 0) continue;  // nothing visible: this block adds nothing (and exp(-inf - -inf) is NaN)
-      const float* qi = q + (b * Tq + i) * q_stride + h * HS;
-      double m = kNegInf;
-      for (int64_t j = 0; j < nk; ++j) {
-        s[j] = scale * dot(qi, k + (b * Tk + j) * kv_stride + g * HS, HS);
-        m = std::max(m, s[j]);
+    const float* kb = k + b * Tk * kv_stride + g * HS;
+    const float* vb = v + b * Tk * kv_stride + g * HS;
+    std::vector<float> s(static_cast<size_t>(std::min(kTile, Tq) * Tk)), o(static_cast<size_t>(std::min(kTile, Tq) * HS));
+    for (int64_t i0 = 0; i0 < Tq; i0 += kTile) {
+      const int64_t rows = std::min(kTile, Tq - i0);
+      const int64_t nk = mask == BlockMask::causal ? i0 + rows : Tk;  // keys any row of the tile sees
+      // s = scale * q k^T, then each row's probabilities relative to its own maximum.
+      sgemm(false, true, rows, nk, HS, scale, q + (b * Tq + i0) * q_stride + h * HS, q_stride, kb, kv_stride, 0.0f,
+            s.data(), nk);
+      std::vector<double> row_lse(static_cast<size_t>(rows));
+      std::vector<double> row_sum(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        float* sr = s.data() + r * nk;
+        const int64_t visible = visible_keys(i0 + r, nk, mask);
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < visible; ++j) m = std::max(m, sr[j]);
+        double sum = 0.0;
+        for (int64_t j = 0; j < visible; ++j) {
+          sr[j] = std::exp(sr[j] - m);
+          sum += sr[j];
+        }
+        for (int64_t j = visible; j < nk; ++j) sr[j] = 0.0f;
+        row_sum[r] = sum;
+        row_lse[r] = m + std::log(sum);
       }
-      double sum = 0.0;
-      std::fill(o.begin(), o.end(), 0.0);
-      for (int64_t j = 0; j < nk; ++j) {
-        const double p = std::exp(s[j] - m);
-        sum += p;
-        const float* vj = v + (b * Tk + j) * kv_stride + g * HS;
-        for (int64_t d = 0; d < HS; ++d) o[d] += p * vj[d];
-      }
-      const double lse_blk = m + std::log(sum);
-
+      sgemm(false, false, rows, HS, nk, 1.0f, s.data(), nk, vb, kv_stride, 0.0f, o.data(), HS);  // unnormalised
       // Merge: both parts are normalised softmax averages, weighted by their share of the total mass.
-      float* lse_i = lse + (b * NH + h) * Tq + i;
-      const double lse_old = *lse_i;
-      const double lse_new = lse_old == kNegInf ? lse_blk
-                                                : std::max(lse_old, lse_blk) +
-                                                      std::log1p(std::exp(-std::abs(lse_old - lse_blk)));
-      const double w_old = std::exp(lse_old - lse_new);  // 0 on the first block (lse_old = -inf)
-      const double w_blk = std::exp(lse_blk - lse_new) / sum;
-      float* oi = out + (b * Tq + i) * CO + h * HS;
-      for (int64_t d = 0; d < HS; ++d) oi[d] = static_cast<float>(w_old * oi[d] + w_blk * o[d]);
-      *lse_i = static_cast<float>(lse_new);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        float* lse_i = lse + (b * NH + h) * Tq + i;
+        const double lse_old = *lse_i, lse_blk = row_lse[r];
+        const double lse_new = lse_old == kNegInf ? lse_blk
+                                                  : std::max(lse_old, lse_blk) +
+                                                        std::log1p(std::exp(-std::abs(lse_old - lse_blk)));
+        const double w_old = std::exp(lse_old - lse_new);  // 0 on the first block (lse_old = -inf)
+        const double w_blk = std::exp(lse_blk - lse_new) / row_sum[r];
+        float* oi = out + (b * Tq + i) * CO + h * HS;
+        const float* ob = o.data() + r * HS;
+        for (int64_t d = 0; d < HS; ++d) oi[d] = static_cast<float>(w_old * oi[d] + w_blk * ob[d]);
+        *lse_i = static_cast<float>(lse_new);
+      }
     }
   }
 }
@@ -102,46 +115,43 @@ void attention_block_backward(float* dq, int64_t dq_stride, float* dk, float* dv
                               int64_t Tk, int64_t NH, int64_t NKV, int64_t HS, BlockMask mask) {
   check_dims(Tq, Tk, NH, NKV, HS, mask);
   const int64_t group = NH / NKV, CO = NH * HS;
-  const double scale = attention_scale(HS);
+  const float scale = static_cast<float>(attention_scale(HS));
 
   // One task per (b, kv head): it alone writes that head's dk/dv rows and its group's dq columns.
 #pragma omp parallel for schedule(static)
   for (int64_t task = 0; task < B * NKV; ++task) {
     const int64_t b = task / NKV, g = task % NKV;
-    std::vector<double> dk_acc(Tk * HS, 0.0), dv_acc(Tk * HS, 0.0), dq_acc(HS);
-    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      for (int64_t i = 0; i < Tq; ++i) {
-        const int64_t nk = visible_keys(i, Tk, mask);
-        const float* qi = q + (b * Tq + i) * q_stride + h * HS;
-        const float* doi = dout + (b * Tq + i) * CO + h * HS;
-        const double lse_i = lse[(b * NH + h) * Tq + i];
-        const double delta_i = delta[(b * NH + h) * Tq + i];
-        std::fill(dq_acc.begin(), dq_acc.end(), 0.0);
-        for (int64_t j = 0; j < nk; ++j) {
-          const float* kj = k + (b * Tk + j) * kv_stride + g * HS;
-          const float* vj = v + (b * Tk + j) * kv_stride + g * HS;
-          const double p = std::exp(scale * dot(qi, kj, HS) - lse_i);
-          const double ds = p * (dot(doi, vj, HS) - delta_i) * scale;  // scale folded in once
-          double* dkj = dk_acc.data() + j * HS;
-          double* dvj = dv_acc.data() + j * HS;
-          for (int64_t d = 0; d < HS; ++d) {
-            dvj[d] += p * doi[d];
-            dkj[d] += ds * qi[d];
-            dq_acc[d] += ds * kj[d];
+    const float* kb = k + b * Tk * kv_stride + g * HS;
+    const float* vb = v + b * Tk * kv_stride + g * HS;
+    float* dkb = dk + b * Tk * dkv_stride + g * HS;
+    float* dvb = dv + b * Tk * dkv_stride + g * HS;
+    const size_t block = static_cast<size_t>(std::min(kTile, Tq) * Tk);
+    std::vector<float> p(block), dp(block);
+    for (int64_t h = g * group; h < (g + 1) * group; ++h)
+      for (int64_t i0 = 0; i0 < Tq; i0 += kTile) {
+        const int64_t rows = std::min(kTile, Tq - i0);
+        const int64_t nk = mask == BlockMask::causal ? i0 + rows : Tk;
+        const float* qt = q + (b * Tq + i0) * q_stride + h * HS;
+        const float* dot_ = dout + (b * Tq + i0) * CO + h * HS;
+        // P = exp(scale q k^T - lse) (the final lse: this pair's slice of the whole softmax), dP = dout v^T.
+        sgemm(false, true, rows, nk, HS, scale, qt, q_stride, kb, kv_stride, 0.0f, p.data(), nk);
+        sgemm(false, true, rows, nk, HS, 1.0f, dot_, CO, vb, kv_stride, 0.0f, dp.data(), nk);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          const float lse_i = lse[(b * NH + h) * Tq + i], delta_i = delta[(b * NH + h) * Tq + i];
+          const int64_t visible = visible_keys(i, nk, mask);
+          float *pr = p.data() + r * nk, *dsr = dp.data() + r * nk;
+          for (int64_t j = 0; j < visible; ++j) {
+            pr[j] = std::exp(pr[j] - lse_i);
+            dsr[j] = pr[j] * (dsr[j] - delta_i) * scale;  // dS, scale folded in once
           }
+          for (int64_t j = visible; j < nk; ++j) pr[j] = dsr[j] = 0.0f;
         }
-        float* dqi = dq + (b * Tq + i) * dq_stride + h * HS;
-        for (int64_t d = 0; d < HS; ++d) dqi[d] += static_cast<float>(dq_acc[d]);
+        sgemm(true, false, nk, HS, rows, 1.0f, p.data(), nk, dot_, CO, 1.0f, dvb, dkv_stride);     // dv += P^T dout
+        sgemm(false, false, rows, HS, nk, 1.0f, dp.data(), nk, kb, kv_stride, 1.0f,                // dq += dS k
+              dq + (b * Tq + i0) * dq_stride + h * HS, dq_stride);
+        sgemm(true, false, nk, HS, rows, 1.0f, dp.data(), nk, qt, q_stride, 1.0f, dkb, dkv_stride);  // dk += dS^T q
       }
-    }
-    for (int64_t j = 0; j < Tk; ++j) {
-      float* dkj = dk + (b * Tk + j) * dkv_stride + g * HS;
-      float* dvj = dv + (b * Tk + j) * dkv_stride + g * HS;
-      for (int64_t d = 0; d < HS; ++d) {
-        dkj[d] += static_cast<float>(dk_acc[j * HS + d]);
-        dvj[d] += static_cast<float>(dv_acc[j * HS + d]);
-      }
-    }
   }
 }
 
