@@ -8,14 +8,11 @@
 set -euo pipefail
 BUILD=${1:-build}
 SEQ=${2:-512}
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$HERE/bench/results
-TESSERA=$(cd "$BUILD" && pwd)/src/cli/tessera
+BUILD=$(cd "$BUILD" && pwd)
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 CONFIG=$HERE/tests/configs/tiny.toml
-mkdir -p "$OUT"
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-"$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null 2>&1
 BASE="model.n_layer=4 model.d_model=128 model.n_head=4 model.d_ff=512 model.max_seq_len=$SEQ data.seq_len=$SEQ
       train.micro_batch=2 train.batch_tokens=$((2 * SEQ)) train.threads=1 train.eval_interval=0 train.log_interval=1
       train.steps=2 data.dir=$TMP/kjv"
