@@ -20,6 +20,7 @@ std::string_view collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::all_gather: return "all_gather";
     case CollectiveKind::all_to_all: return "all_to_all";
+    case CollectiveKind::all_to_allv: return "all_to_allv";
     case CollectiveKind::broadcast: return "broadcast";
     case CollectiveKind::barrier: return "barrier";
     case CollectiveKind::split: return "split";

@@ -12,7 +12,7 @@ enum class ReduceOp : uint8_t { sum, avg, max, min };
 // Collectives (every rank of a communicator takes part, in the same order on every rank) and
 // point-to-point ops. Collectives share one sequence counter per communicator; send/recv have their own.
 enum class CollectiveKind : uint8_t {
-  none, all_reduce, reduce_scatter, all_gather, broadcast, barrier, split, send, recv, all_to_all
+  none, all_reduce, reduce_scatter, all_gather, broadcast, barrier, split, send, recv, all_to_all, all_to_allv
 };
 
 std::string_view reduce_op_name(ReduceOp op);

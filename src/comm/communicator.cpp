@@ -1,6 +1,7 @@
 // Communicator front end: argument validation and the Tensor overloads, shared by all backends.
 #include "comm/communicator.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace tessera {
@@ -16,6 +17,24 @@ Status Communicator::validate(const CommOp& op) const {
                       std::to_string(rank()) + "/" + std::to_string(size()) + "): ";
   if (abandoned_) return invalid_argument(where + "the communicator was abandoned on an error path; end the job");
   if (op.kind == CollectiveKind::barrier) return Status();
+  if (op.kind == CollectiveKind::all_to_allv) {
+    if (op.send_counts == nullptr || op.recv_counts == nullptr)
+      return invalid_argument(where + "needs send_counts and recv_counts, " + std::to_string(size()) + " elements each");
+    int64_t sent = 0, received = 0;
+    for (int r = 0; r < size(); ++r) {
+      if (op.send_counts[r] < 0 || op.recv_counts[r] < 0)
+        return invalid_argument(where + "negative element count for rank " + std::to_string(r));
+      sent += op.send_counts[r];
+      received += op.recv_counts[r];
+    }
+    if (sent > INT_MAX || received > INT_MAX)
+      return invalid_argument(where + std::to_string(std::max(sent, received)) +
+                              " elements exceed the 2^31-1 per call that MPI counts allow; split the exchange");
+    if ((sent > 0 && op.send == nullptr) || (received > 0 && op.recv == nullptr))
+      return invalid_argument(where + "null buffer for " + std::to_string(sent > 0 && !op.send ? sent : received) +
+                              " elements");
+    return Status();
+  }
   if (op.count < 0) return invalid_argument(where + "negative element count " + std::to_string(op.count));
   int64_t total = op.count;
   const bool blocked = op.kind == CollectiveKind::reduce_scatter || op.kind == CollectiveKind::all_gather ||
@@ -48,6 +67,9 @@ void Communicator::count_traffic(const CommOp& op) {
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_gather:
     case CollectiveKind::all_to_all: wire = (p - 1) * bytes; break;  // count is one rank's block
+    case CollectiveKind::all_to_allv:  // what leaves this rank
+      wire = bytes - static_cast<double>(op.send_counts[rank()]) * static_cast<double>(dtype_size(op.dtype));
+      break;
     case CollectiveKind::broadcast:
     case CollectiveKind::send: wire = p > 1 ? bytes : 0; break;
     default: break;
@@ -96,6 +118,19 @@ Status Communicator::all_to_all(const void* s, void* r, int64_t n, DType dt) {
 }
 Work Communicator::all_to_all_async(const void* s, void* r, int64_t n, DType dt) {
   return start_checked(make_op(CollectiveKind::all_to_all, s, r, n, dt));
+}
+static CommOp make_all_to_allv(const void* s, const int64_t* sc, void* r, const int64_t* rc, DType dt, int size) {
+  CommOp op = make_op(CollectiveKind::all_to_allv, s, r, 0, dt);
+  op.send_counts = sc;
+  op.recv_counts = rc;
+  for (int i = 0; sc && i < size; ++i) op.count += sc[i];
+  return op;
+}
+Status Communicator::all_to_allv(const void* s, const int64_t* sc, void* r, const int64_t* rc, DType dt) {
+  return run_checked(make_all_to_allv(s, sc, r, rc, dt, size()));
+}
+Work Communicator::all_to_allv_async(const void* s, const int64_t* sc, void* r, const int64_t* rc, DType dt) {
+  return start_checked(make_all_to_allv(s, sc, r, rc, dt, size()));
 }
 Status Communicator::broadcast(void* buf, int64_t n, DType dt, int root) {
   return run_checked(make_op(CollectiveKind::broadcast, buf, buf, n, dt, ReduceOp::sum, root));

@@ -8,6 +8,8 @@
 //   all_gather      send: count            recv: count * size()   (block r comes from rank r)
 //   all_to_all      send: count * size()   recv: count * size()   (send block s goes to rank s; recv
 //                                                                  block r comes from rank r)
+//   all_to_allv     send: sum send_counts  recv: sum recv_counts  (as all_to_all with blocks of their
+//                                                                  own sizes, packed in rank order)
 //   broadcast       buf: count on every rank, root's contents win
 //   send / recv     count, matched by (peer, tag)
 // Reductions accept f32, bf16, f16, i32 (avg not for i32). bf16/f16 reduce through f32: each
@@ -46,6 +48,9 @@ struct CommOp {
   ReduceOp op = ReduceOp::sum;
   int peer = -1;  // root (broadcast) or peer (send/recv)
   int tag = 0;
+  // all_to_allv: size() elements each (count is then the send total).
+  const int64_t* send_counts = nullptr;
+  const int64_t* recv_counts = nullptr;
 };
 
 class Communicator {
@@ -96,6 +101,12 @@ class Communicator {
   // count: one block (send and recv must not overlap).
   Status all_to_all(const void* send, void* recv, int64_t count, DType dt);
   Work all_to_all_async(const void* send, void* recv, int64_t count, DType dt);
+  // send_counts[s]: elements for rank s; recv_counts[r]: elements from rank r (rank r's
+  // send_counts[this rank]); blocks packed in rank order. The count arrays, like the buffers, must
+  // stay valid until the op completes. Mixture-of-experts dispatch: each expert's tokens to its rank.
+  Status all_to_allv(const void* send, const int64_t* send_counts, void* recv, const int64_t* recv_counts, DType dt);
+  Work all_to_allv_async(const void* send, const int64_t* send_counts, void* recv, const int64_t* recv_counts,
+                         DType dt);
   Status broadcast(void* buf, int64_t count, DType dt, int root);
   Work broadcast_async(void* buf, int64_t count, DType dt, int root);
   Status send(const void* buf, int64_t count, DType dt, int peer, int tag = 0);

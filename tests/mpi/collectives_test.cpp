@@ -151,6 +151,42 @@ TEST_P(Collectives, AllToAll) {
   }
 }
 
+// Rank r sends (r + 2 s) % 3 x count elements to rank s (0 for some pairs), element i of that block
+// value(r * n + s, i): every rank must receive each sender's block whole, in rank order.
+TEST_P(Collectives, AllToAllV) {
+  DType dt = GetParam();
+  Communicator& w = world();
+  const int n = w.size(), me = w.rank();
+  for (int64_t count : kSizes) {
+    auto elements = [&](int from, int to) { return static_cast<int64_t>((from + 2 * to) % 3) * count; };
+    std::vector<int64_t> send_counts(n), recv_counts(n);
+    std::vector<float> send;
+    for (int s = 0; s < n; ++s) {
+      send_counts[s] = elements(me, s);
+      recv_counts[s] = elements(s, me);
+      const std::vector<float> block = fill(me * n + s, send_counts[s]);
+      send.insert(send.end(), block.begin(), block.end());
+    }
+    int64_t total = 0;
+    for (int64_t c : recv_counts) total += c;
+    Buf in(dt, send), out(dt, std::vector<float>(total, -99.f)), out2(dt, std::vector<float>(total, -99.f));
+    ASSERT_TRUE(w.all_to_allv(in.data(), send_counts.data(), out.data(), recv_counts.data(), dt).ok());
+    ASSERT_TRUE(w.all_to_allv_async(in.data(), send_counts.data(), out2.data(), recv_counts.data(), dt).wait().ok());
+    int64_t at = 0;
+    for (int r = 0; r < n; ++r)
+      for (int64_t i = 0; i < recv_counts[r]; ++i, ++at) {
+        ASSERT_EQ(out.at(at), Buf::round(dt, value(r * n + me, i))) << "from rank " << r << " element " << i;
+        ASSERT_EQ(out2.at(at), out.at(at));
+      }
+  }
+  std::vector<int64_t> bad(n, 1);
+  bad[0] = -1;
+  float x = 0;
+  const Status s = w.all_to_allv(&x, bad.data(), &x, bad.data(), DType::f32);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("negative element count for rank 0"), std::string::npos) << s.message();
+}
+
 TEST_P(Collectives, Broadcast) {
   DType dt = GetParam();
   Communicator& w = world();

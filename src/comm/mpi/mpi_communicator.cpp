@@ -19,6 +19,22 @@ size_t op_bytes(const CommOp& op, int size) {
   return b;
 }
 
+// all_to_allv's MPI arguments: send counts, send displacements, receive counts, receive
+// displacements (size each, in that order), from the op's int64 counts (validated <= INT_MAX in total).
+std::vector<int> alltoallv_args(const CommOp& op, int size) {
+  std::vector<int> v(4 * static_cast<size_t>(size));
+  int sd = 0, rd = 0;
+  for (int r = 0; r < size; ++r) {
+    v[r] = static_cast<int>(op.send_counts[r]);
+    v[size + r] = sd;
+    v[2 * size + r] = static_cast<int>(op.recv_counts[r]);
+    v[3 * size + r] = rd;
+    sd += v[r];
+    rd += v[2 * size + r];
+  }
+  return v;
+}
+
 std::string ranks_list(const std::vector<int>& r) {
   std::string s = "[";
   for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
@@ -30,8 +46,11 @@ std::string ranks_list(const std::vector<int>& r) {
 // One in-flight op. Polls MPI_Test; past the deadline it turns into a timeout Status.
 class MpiWork final : public WorkImpl {
  public:
-  MpiWork(MpiCommunicator* comm, const CommOp& op, uint64_t seq, uint64_t ticket, MPI_Request req)
-      : comm_(comm), op_(op), seq_(seq), ticket_(ticket), req_(req), start_s_(steady_seconds()) {}
+  // args: what MPI reads until the op completes (all_to_allv's counts and displacements).
+  MpiWork(MpiCommunicator* comm, const CommOp& op, uint64_t seq, uint64_t ticket, MPI_Request req,
+          std::vector<int> args = {})
+      : comm_(comm), op_(op), seq_(seq), ticket_(ticket), req_(req), args_(std::move(args)),
+        start_s_(steady_seconds()) {}
 
   bool test() override {
     if (finished_) return true;
@@ -129,6 +148,7 @@ class MpiWork final : public WorkImpl {
   CommOp op_;
   uint64_t seq_, ticket_;
   MPI_Request req_;
+  std::vector<int> args_;
   double start_s_, first_poll_s_ = 0;
   bool finished_ = false;
   Status status_;
@@ -225,6 +245,11 @@ int MpiCommunicator::call_blocking(const CommOp& op) {
       return MPI_Allgather(in_place ? MPI_IN_PLACE : op.send, n, dt, op.recv, n, dt, comm_);
     }
     case CollectiveKind::all_to_all: return MPI_Alltoall(op.send, n, dt, op.recv, n, dt, comm_);
+    case CollectiveKind::all_to_allv: {
+      const std::vector<int> a = alltoallv_args(op, size_);
+      const int* v = a.data();
+      return MPI_Alltoallv(op.send, v, v + size_, dt, op.recv, v + 2 * size_, v + 3 * size_, dt, comm_);
+    }
     case CollectiveKind::broadcast: return MPI_Bcast(op.recv, n, dt, op.peer, comm_);
     case CollectiveKind::barrier: return MPI_Barrier(comm_);
     case CollectiveKind::send: return MPI_Send(op.send, n, dt, op.peer, op.tag, comm_);
@@ -240,7 +265,8 @@ NbcAllreduceAlg MpiCommunicator::async_pin(const CommOp& op) const {
   return allreduce_pin(size_, op.count, dtype_size(op.dtype), commutative != 0, op.send == op.recv);
 }
 
-int MpiCommunicator::call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req) {
+int MpiCommunicator::call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req,
+                                      const std::vector<int>& args) {
   MPI_Datatype dt = mpi_datatype(op.dtype);
   int n = static_cast<int>(op.count);
   switch (op.kind) {
@@ -257,6 +283,10 @@ int MpiCommunicator::call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI
       return MPI_Iallgather(in_place ? MPI_IN_PLACE : op.send, n, dt, op.recv, n, dt, comm_, req);
     }
     case CollectiveKind::all_to_all: return MPI_Ialltoall(op.send, n, dt, op.recv, n, dt, comm_, req);
+    case CollectiveKind::all_to_allv: {
+      const int* v = args.data();
+      return MPI_Ialltoallv(op.send, v, v + size_, dt, op.recv, v + 2 * size_, v + 3 * size_, dt, comm_, req);
+    }
     case CollectiveKind::broadcast: return MPI_Ibcast(op.recv, n, dt, op.peer, comm_, req);
     case CollectiveKind::barrier: return MPI_Ibarrier(comm_, req);
     case CollectiveKind::send: return MPI_Isend(op.send, n, dt, op.peer, op.tag, comm_, req);
@@ -290,12 +320,14 @@ Work MpiCommunicator::start(const CommOp& op) {
   const NbcAllreduceAlg alg = async_pin(op);
   Begun b = begin(op, alg);
   MPI_Request req = MPI_REQUEST_NULL;
-  int err = call_nonblocking(op, alg, &req);
+  std::vector<int> args;  // moved into the Work: MPI reads it until the op completes
+  if (op.kind == CollectiveKind::all_to_allv) args = alltoallv_args(op, size_);
+  int err = call_nonblocking(op, alg, &req, args);
   if (err != MPI_SUCCESS) {
     log_.finish(b.ticket, OpState::failed);
     return Work::failed(mpi_failure(op, b.seq, err));
   }
-  return Work(std::make_unique<MpiWork>(this, op, b.seq, b.ticket, req));
+  return Work(std::make_unique<MpiWork>(this, op, b.seq, b.ticket, req, std::move(args)));
 }
 
 Status MpiCommunicator::mpi_failure(const CommOp& op, uint64_t seq, int err) {

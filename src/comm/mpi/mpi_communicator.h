@@ -70,7 +70,8 @@ class MpiCommunicator final : public Communicator {
   int call_blocking(const CommOp& op);
   // The algorithm to pin for this async op (allreduce_pin); library for everything but all-reduce.
   NbcAllreduceAlg async_pin(const CommOp& op) const;
-  int call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req);
+  // args: all_to_allv's counts and displacements (alltoallv_args), alive until the op completes.
+  int call_nonblocking(const CommOp& op, NbcAllreduceAlg alg, MPI_Request* req, const std::vector<int>& args);
   void post_process(const CommOp& op);
   std::string label(const CommOp& op, uint64_t seq) const;
   Status mpi_failure(const CommOp& op, uint64_t seq, int err);
