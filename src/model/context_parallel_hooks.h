@@ -52,6 +52,9 @@ class ContextParallelHooks {
   // Lets the exchanges in flight advance without waiting (between two blocks of attention): a
   // library that moves data only inside its calls then moves it while the peers still compute.
   virtual void ring_progress() = 0;
+  // x (n int32, host-visible) = its sum over the cp group: a mixture-of-experts layer's routed counts,
+  // which its load-balancing loss takes over the whole sequence.
+  virtual void all_reduce_sum(int32_t* x, int64_t n) = 0;
   virtual Status status() const = 0;
 };
 

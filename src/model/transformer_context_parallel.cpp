@@ -79,7 +79,9 @@ void Transformer::set_context_parallel_hooks(ContextParallelHooks* hooks) {
       TS_CHECK(d.NH % size == 0 && d.NKV % size == 0)
           << "context parallelism (ulysses) over " << size << " ranks needs the heads (" << d.NH
           << ") and KV heads (" << d.NKV << ") of each tensor-parallel rank to be divisible by it";
-    TS_CHECK(!cfg_.is_moe()) << "context parallelism does not support mixture-of-experts layers yet";
+    TS_CHECK(!cfg_.is_moe() || cfg_.moe_capacity_factor == 0)
+        << "context parallelism supports mixture-of-experts layers only dropless (model.moe_capacity_factor = 0): "
+           "a capacity drops assignments in the order of the whole micro-batch's tokens, which cp splits";
   }
   cp_ = size > 1 ? hooks : nullptr;
   cp_rank_ = size > 1 ? hooks->cp_rank() : 0;

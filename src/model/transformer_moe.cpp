@@ -2,7 +2,8 @@
 // gathering each expert's rows into one contiguous block, one SwiGLU matmul pair per expert over the
 // rows it received, and a weighted scatter back (Mixtral's layer, computed as grouped matmuls).
 // Tensor and sequence parallelism are refused with MoE (validate_tensor_parallel), so every buffer
-// here has all N rows and no hook is called.
+// here has all N rows; under context parallelism (dropless only) the rank's N positions, and the
+// only hook called sums the routed counts over the cp group for the load-balancing loss.
 #include <algorithm>
 #include <numeric>
 
@@ -35,6 +36,10 @@ void Transformer::allocate_moe_layer(MoeActs& m) {
   m.slot_token = buffer(N * K * static_cast<int64_t>(sizeof(int64_t)));
   m.counts = buffer(E * i32);
   m.routed = buffer(E * i32);
+  if (cp_size_ > 1) {
+    m.routed_sequence = buffer(E * i32);
+    m.host_routed.assign(static_cast<size_t>(E), 0);
+  }
   m.stats = buffer(3 * f);
   m.xd = buffer(S * C * f);
   m.h = buffer(S * 2 * F * f);
@@ -87,6 +92,12 @@ void Transformer::moe_forward(int l, const float* x, float* out) {
   });
   // The expert sizes cross to the host: they size the matmuls below (and backward's).
   be_.copy_to_host(m.host_counts.data(), m.counts.as<int32_t>(), static_cast<size_t>(E) * sizeof(int32_t));
+  if (cp_) {  // the load-balancing loss counts the whole sequence's assignments (moe_backward)
+    const size_t bytes = static_cast<size_t>(E) * sizeof(int32_t);
+    be_.copy_to_host(m.host_routed.data(), m.routed.as<int32_t>(), bytes);
+    cp_->all_reduce_sum(m.host_routed.data(), E);
+    be_.copy_to_device(m.routed_sequence.data(), m.host_routed.data(), bytes);
+  }
   const int64_t S = std::accumulate(m.host_counts.begin(), m.host_counts.end(), int64_t{0});
   record_moe_load(l, m);
   TS_CHECK(S <= moe_slots()) << "MoE layer " << l << ": " << S << " slots exceed the " << moe_slots() << " allocated";
@@ -135,10 +146,14 @@ void Transformer::moe_backward(int l, const float* x, const float* dout, float* 
   });
   profiled(prof, OpGroup::embedding, [&] { be_.scatter_add_rows(dx, m.slot_token.as<int64_t>(), dxd, S, C); });
   be_.fill(dlogits, N * E, 0.f);
+  // Context parallelism: the load-balancing loss of the whole sequence (cp x N tokens) has the
+  // gradient aux x E x routed_e / (cp N)^2 per token; the cp group's gradient average divides by cp
+  // once more, so this rank applies cp times that: the cp-summed counts with aux / cp.
+  const int32_t* routed = cp_ ? m.routed_sequence.as<int32_t>() : m.routed.as<int32_t>();
+  const float aux = cp_ ? cfg_.moe_aux_loss / static_cast<float>(cp_size_) : cfg_.moe_aux_loss;
   profiled(prof, OpGroup::activation, [&] {
     be_.moe_router_backward(dlogits, dtopk_w, m.probs.as<float>(), m.lse.as<float>(), m.topk_idx.as<int32_t>(),
-                            m.topk_w.as<float>(), m.routed.as<int32_t>(), N, E, K, cfg_.moe_aux_loss, cfg_.moe_z_loss,
-                            scale);
+                            m.topk_w.as<float>(), routed, N, E, K, aux, cfg_.moe_z_loss, scale);
   });
   profiled(prof, OpGroup::matmul, [&] { be_.matmul_backward(dx, g.gate_w, nullptr, dlogits, x, p.gate_w, N, C, E); });
 }

@@ -25,12 +25,14 @@ struct MoeActs {
   Buffer slot_of;                  // (N, K) int32 slot of each assignment, -1 when dropped
   Buffer slot_token;               // (N*K) int64 token row of each slot, grouped by expert
   Buffer counts, routed;           // (E) int32 kept / routed assignments per expert
+  Buffer routed_sequence;          // (E) int32 context-parallel only: routed summed over the cp group
   Buffer stats;                    // (3) load-balancing loss, z-loss, router entropy (no coefficients)
   Buffer xd;                       // (S, C) the dispatched input rows
   Buffer h;                        // (S, 2F) experts' fc output [gate | up]
   Buffer act;                      // (S, F) after SwiGLU
   Buffer y;                        // (S, C) experts' outputs
   std::vector<int32_t> host_counts;  // counts on the host: the sizes of the expert matmuls
+  std::vector<int32_t> host_routed;  // context-parallel only: routed on the host, for the cp sum
 };
 
 struct LayerActs {

@@ -65,6 +65,11 @@ void ContextParallel::ring_wait(int channel) {
   x = RingExchange{};
 }
 
+void ContextParallel::all_reduce_sum(int32_t* x, int64_t n) {
+  if (comm_.size() == 1 || !status_.ok()) return;
+  record(comm_.all_reduce(x, x, n, DType::i32), "all-reduce of the experts' routed counts");
+}
+
 void ContextParallel::ring_progress() {
   const auto t0 = std::chrono::steady_clock::now();
   for (RingExchange& x : ring_) {

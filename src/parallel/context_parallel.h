@@ -48,6 +48,7 @@ class ContextParallel final : public ContextParallelHooks {
   void ring_start(int channel, const float* send, float* recv, int64_t count) override;
   void ring_wait(int channel) override;
   void ring_progress() override;
+  void all_reduce_sum(int32_t* x, int64_t n) override;
   Status status() const override { return status_; }
   const RingStats& ring_stats() const { return ring_stats_; }
 

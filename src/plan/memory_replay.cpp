@@ -52,8 +52,9 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
   const int64_t S = cap > 0 ? std::min(N * K, E * cap) : N * K;  // Transformer::moe_slots
   auto moe_saved = [&](int layer) {
     if (!c.is_moe_layer(layer)) return;
-    f.insert(f.end(), {N * E, N, N * K, N * K, N * K, 2 * N * K, E, E, 3,  // probs .. stats
-                       S * C, S * 2 * MF, S * MF, S * C});                  // xd h act y
+    f.insert(f.end(), {N * E, N, N * K, N * K, N * K, 2 * N * K, E, E});  // probs .. routed
+    if (cp > 1) f.push_back(E);                                             // routed_sequence
+    f.insert(f.end(), {3, S * C, S * 2 * MF, S * MF, S * C});               // stats xd h act y
   };
   const int first_layer = layout.first_layer();
   if (recompute == Recompute::full) {

@@ -112,11 +112,12 @@ const std::vector<Refusal>& table() {
        [](const RunConfig& c) { return context_parallel(c) && compresses(c); },
        "the compressed exchange and its saved error-feedback state are per data-parallel rank, not per dp x cp rank",
        "set comm.compression = \"none\", or parallel.cp = 1"},
-      {"parallel.cp >= 2 with model.moe_experts >= 1",
-       {"parallel.cp", "model.moe_experts"},
-       [](const RunConfig& c) { return context_parallel(c) && c.model.is_moe(); },
-       "the router's load-balancing loss is a product of means over all of a batch's tokens, which cp splits",
-       "use a dense model, or parallel.cp = 1"},
+      {"parallel.cp >= 2 with model.moe_capacity_factor > 0",
+       {"parallel.cp", "model.moe_capacity_factor"},
+       [](const RunConfig& c) { return context_parallel(c) && c.model.is_moe() && c.model.moe_capacity_factor > 0; },
+       "a capacity drops an expert's assignments beyond it in the token order of the whole micro-batch, which cp "
+       "splits over ranks",
+       "use dropless routing (model.moe_capacity_factor = 0) with cp, or parallel.cp = 1"},
   };
   return rows;
 }

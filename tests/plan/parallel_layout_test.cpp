@@ -261,7 +261,9 @@ TEST(ParallelLayout, ContextParallelGridAndErrors) {
   EXPECT_HAS(ring.describe(), "cp=4 (ring)");
   const std::string pieces = plan_err(config({"parallel.cp=2", "parallel.cp_mode=\"ring\"", "data.seq_len=62"}), 2);
   EXPECT_HAS(pieces, "2 x cp = 4 must divide data.seq_len = 62");
-  EXPECT_HAS(plan_err(config({"parallel.cp=2", "model.preset=\"tiny-moe\""}), 2), "model.moe_experts");
+  EXPECT_HAS(plan_err(config({"parallel.cp=2", "model.preset=\"tiny-moe\"", "model.moe_capacity_factor=1.5"}), 2),
+             "model.moe_capacity_factor");
+  plan_ok(config({"parallel.cp=2", "model.preset=\"tiny-moe\""}), 2);  // dropless MoE composes with cp
   EXPECT_HAS(plan_err(config({"parallel.cp=2", "train.local_steps=2"}), 2), "train.local_steps");
 }
 

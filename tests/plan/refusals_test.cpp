@@ -51,7 +51,8 @@ const std::vector<Case>& cases() {
       {{"parallel.cp=2", "parallel.mode=ps"}, "parallel.cp = 2 with parallel.mode = \"ps\""},
       {{"parallel.cp=2", "train.local_steps=2"}, "parallel.cp = 2 with train.local_steps = 2"},
       {{"parallel.cp=2", "comm.compression=bf16"}, "parallel.cp = 2 with comm.compression = \"bf16\""},
-      {{"parallel.cp=2", "model.preset=tiny-moe"}, "parallel.cp = 2 with model.moe_experts = 4"},
+      {{"parallel.cp=2", "model.preset=tiny-moe", "model.moe_capacity_factor=1.5"},
+       "parallel.cp = 2 with model.moe_capacity_factor = 1.5"},
   };
   return c;
 }
