@@ -51,6 +51,9 @@ class ContextParallel final : public ContextParallelHooks {
   void all_reduce_sum(int32_t* x, int64_t n) override;
   Status status() const override { return status_; }
   const RingStats& ring_stats() const { return ring_stats_; }
+  // Seconds this rank has spent in the exchanges so far (blocked in the all-to-alls, the ring's
+  // waits and progress calls, the counts' all-reduce): the context parallelism it did not hide.
+  double exposed_s() const { return exposed_s_; }
 
  private:
   void record(const Status& s, const char* what);
@@ -61,6 +64,7 @@ class ContextParallel final : public ContextParallelHooks {
   };
   std::array<RingExchange, 2> ring_;
   RingStats ring_stats_;
+  double exposed_s_ = 0;
   Status status_;
 };
 

@@ -107,7 +107,7 @@ Status report_stragglers(TrainingRun& run) {
 }  // namespace
 
 StepStart start_step_clock(const TrainingRun& run) {
-  return {Timeline::now_s(), run.loader->wait_seconds(), run.sync->exposed_wait_s()};
+  return {Timeline::now_s(), run.loader->wait_seconds(), run.sync->exposed_wait_s(), run.cp_exposed_s()};
 }
 // A checkpoint of the state after this step: synchronous, or (train.async_checkpoint) a snapshot
 // written in the background -- except the run's last, which is complete when this returns.
@@ -207,9 +207,12 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     c.loader_wait_s += run.loader->wait_seconds() - start.loader_wait;
     c.exposed_s += run.sync->exposed_wait_s() - start.exposed_wait;
     c.comm_wait_s += r.comm_wait_s;
+    c.cp_exposed_s += run.cp_exposed_s() - start.cp_exposed;
   }
   const double data_s = run.loader->wait_seconds() - start.loader_wait;
-  const RankStepTime split{std::max(0.0, dt - r.comm_wait_s - data_s), r.comm_wait_s, data_s};
+  // Waiting for peers: the step's collectives and the context-parallel exchanges inside the model.
+  const double wait_s = r.comm_wait_s + (run.cp_exposed_s() - start.cp_exposed);
+  const RankStepTime split{std::max(0.0, dt - wait_s - data_s), wait_s, data_s};
   run.timeline.add_counter("step split (s)", start.t0,
                            {{"compute", split.compute_s}, {"wait", split.wait_s}, {"data", split.data_s}});
   if (r.skipped && !r.anomaly.detected && run.lead)
@@ -260,6 +263,11 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     std::snprintf(buf, sizeof buf, " (tp %.2f, pp %.2f MiB/step)", mib_per_step(run.grid->tp(), c.tp_traffic_at_start),
                   mib_per_step(run.grid->pp(), c.pp_traffic_at_start));
     mp_traffic = buf;
+  }
+  if (g.cp > 1 && c.timed_s > 0) {  // this rank's (the lead's) share of the step in the cp exchanges
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; context-parallel exchanges %.2f%% of step time", 100 * c.cp_exposed_s / c.timed_s);
+    mp_traffic += buf;
   }
   // Predicted vs measured (train/step_time_report.h): a line after the summary (not under --quiet,
   // which prints the summary line only) and an event in metrics.jsonl.

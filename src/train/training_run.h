@@ -18,6 +18,7 @@
 #include "parallel/gradient_sync.h"
 #include "data/sample_ledger.h"
 #include "parallel/compression_sync.h"
+#include "parallel/context_parallel.h"
 #include "parallel/local_sgd.h"
 #include "parallel/param_server.h"
 #include "train/anomaly_guard.h"
@@ -43,6 +44,7 @@ struct RunClock {
   double run_start = 0;
   double timed_s = 0, loader_wait_s = 0, exposed_s = 0;
   double comm_wait_s = 0;  // blocked in the steps' collectives (StepResult::comm_wait_s)
+  double cp_exposed_s = 0;  // in the context-parallel exchanges (ContextParallel::exposed_s)
   int64_t timed_steps = 0, steps_this_run = 0;
   // traffic_bytes() of the dp, tp and pp communicators when the first step began
   uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;
@@ -85,7 +87,8 @@ struct TrainingRun {
   std::optional<EvalLoader> val_loader;
   std::vector<std::unique_ptr<ParamStore>> stores;  // one per model chunk on this rank (V if interleaved)
   std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
-  std::unique_ptr<ContextParallelHooks> cp_hooks;   // cp > 1: the models' all-to-alls over grid->cp()
+  std::unique_ptr<ContextParallel> cp_hooks;        // cp > 1: the models' exchanges over grid->cp()
+  double cp_exposed_s() const { return cp_hooks ? cp_hooks->exposed_s() : 0.0; }
   std::unique_ptr<GradientSync> sync;   // a training rank's gradient strategy (null on a parameter server)
   std::unique_ptr<ParamServer> server;  // parallel.mode = "ps": a server rank's shards (null elsewhere)
   // Parameter server, async modes, once a worker is lost (ps_training.h, follow_lost_workers): the
@@ -132,7 +135,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
 
 // Snapshot of the counters a step's timing reads, taken before the step.
 struct StepStart {
-  double t0, loader_wait, exposed_wait;
+  double t0, loader_wait, exposed_wait, cp_exposed;
 };
 StepStart start_step_clock(const TrainingRun& run);
 
