@@ -14,7 +14,7 @@
 #    HARDWARE=start for each run's own brief measurement at start (no train.hardware); TIMEOUT=300 per run)
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
-STEPS=${2:-12}
+STEPS=${2:-30}
 TARGET=${TARGET:-0.15}
 TIMEOUT=${TIMEOUT:-300}
 source "$(dirname "$0")/lib.sh"

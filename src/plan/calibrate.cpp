@@ -9,8 +9,12 @@
 #include <functional>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
 #include "backend/sgemm_peak.h"
+#include "model/param_layout.h"
+#include "model/transformer.h"
+#include "plan/op_costs.h"
 
 namespace tessera {
 
@@ -44,6 +48,42 @@ double matmul_rate(int64_t s, int reps) {
       },
       reps);
   return 3 * 2.0 * N * C * OC / t;
+}
+
+// The probe model's measured forward + backward over the op model's sum for it on `h` (compute_scale
+// still 1): tiny's family at 2 layers of width 128 (d_ff 512), micro-batch 4 x 64, one thread, its
+// tensors well beyond the first cache levels like a real model's.
+double compute_scale_of(const HardwareSpec& h, int reps) {
+  double scale = 1.0;
+  {
+  ModelConfig m = model_preset("tiny").value();
+  m.n_layer = 2;
+  m.d_model = 128;
+  m.d_ff = 512;
+  const int64_t B = 4, T = 64;
+  ParamStore store{ParamLayout(m)};
+  init_parameters(store, m, 1);
+  CpuBackend backend;
+  Transformer net(backend, m, store, B, T);
+  std::vector<int32_t> tokens(B * T), targets(B * T);
+  for (int64_t i = 0; i < B * T; ++i) {
+    tokens[i] = static_cast<int32_t>((7 * i) % m.vocab_size);
+    targets[i] = static_cast<int32_t>((7 * i + 1) % m.vocab_size);
+  }
+  const double measured = seconds_of(
+      [&] {
+        store.zero_grads();
+        net.forward(tokens.data(), targets.data());
+        net.backward();
+      },
+      reps);
+  const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, B, T, Recompute::none);
+  const double predicted = ops_seconds(ops.forward, h, "fp32") + ops_seconds(ops.backward, h, "fp32");
+  if (predicted > 0) scale = std::clamp(measured / predicted, 0.25, 8.0);
+  }
+  // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
+  reset_memory_peaks();
+  return scale;
 }
 
 }  // namespace
@@ -86,6 +126,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
     std::vector<float> a(64, 1.f), b(64, 2.f), c(64);
     h.op_overhead_s = seconds_of([&] { ops::add(c.data(), a.data(), b.data(), 64); }, o.reps);
   }
+  h.compute_scale = compute_scale_of(h, o.reps);
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);
   h.devices_per_node = std::max(1, ranks_per_node);

@@ -20,7 +20,10 @@ struct CalibrationOptions {
 };
 
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_
-// efficiency, memory_bandwidth, op_overhead_s, memory_bytes (this machine's memory / ranks_per_node).
+// efficiency, memory_bandwidth, op_overhead_s, memory_bytes (this machine's memory / ranks_per_node),
+// and compute_scale from a probe model's forward + backward (2 layers x 128, micro-batch 4 x 64).
+// The probe allocates and frees a model: call this before the caller's own large allocations (it
+// resets the process's memory peaks to the live bytes when the probe is gone).
 HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node);
 
 // Collective over `world`: for each group size g in 2..size dividing size, groups of g consecutive

@@ -171,6 +171,7 @@ Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::strin
   if (h.overlap_efficiency > 1)
     return invalid_argument(origin + ": runtime.overlap_efficiency must be between 0 and 1");
   TS_RETURN_IF_ERROR(rt.number("step_overhead_ms", kMs, h.step_overhead_s, false));
+  TS_RETURN_IF_ERROR(rt.number("compute_scale", 1, h.compute_scale, false, 1e-3));
   TS_RETURN_IF_ERROR(rt.unknown_keys());
 
   if (const toml::node* c = root.get("collective")) {
@@ -237,6 +238,7 @@ std::string hardware_to_toml(const HardwareSpec& h) {
   out += "\n[runtime]\n";
   line("overlap_efficiency", h.overlap_efficiency);
   line("step_overhead_ms", h.step_overhead_s / kMs);
+  line("compute_scale", h.compute_scale);
   for (const MeasuredCollective& m : h.measured) {
     out += "\n[[collective]]\nranks = " + std::to_string(m.ranks) + "\n";
     line("bandwidth_gbs", m.link.bandwidth / kG);

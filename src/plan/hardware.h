@@ -53,6 +53,10 @@ struct HardwareSpec {
   // less on CPUs where MPI progresses only inside MPI calls.
   double overlap_efficiency = 1.0;
   double step_overhead_s = 0;  // per step: data loading, host synchronisation, bookkeeping
+  // A model's measured forward + backward over the sum of its ops' roofline times (calibrate.cpp's
+  // probe model): what the per-op rates, each measured on cache-hot buffers, leave out (operands
+  // arriving from memory, the work between ops). Multiplies every compute time; 1 = none.
+  double compute_scale = 1.0;
   std::vector<MeasuredCollective> measured;  // [[collective]] rows, sorted by ranks
 
   // The matmul efficiency for a smallest dimension (1.0 when the table is empty).

@@ -119,7 +119,7 @@ double op_seconds(const OpCost& op, const HardwareSpec& hw, std::string_view pre
 double ops_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision) {
   double sum = 0;
   for (const OpCost& o : ops) sum += op_seconds(o, hw, precision);
-  return sum;
+  return sum * hw.compute_scale;
 }
 
 }  // namespace tessera

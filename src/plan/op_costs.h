@@ -39,6 +39,7 @@ double total_flops(const std::vector<OpCost>& ops);
 // (matmul: peak x gemm_efficiency_at(min_dim); attention: peak x attention_efficiency) and its bytes
 // at the memory bandwidth (a roofline).
 double op_seconds(const OpCost& op, const HardwareSpec& hw, std::string_view precision);
+// Their sum, times hw.compute_scale.
 double ops_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision);
 
 }  // namespace tessera

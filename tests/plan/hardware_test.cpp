@@ -49,6 +49,7 @@ TEST(Hardware, RoundTripsThroughToml) {
   h.inter = {1e-5, 1e9};
   h.overlap_efficiency = 0.5;
   h.step_overhead_s = 1e-3;
+  h.compute_scale = 1.25;
   h.measured = {{2, {2e-6, 4e9}}};
   auto back = parse_hardware(hardware_to_toml(h));
   ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << hardware_to_toml(h);
@@ -63,6 +64,7 @@ TEST(Hardware, RoundTripsThroughToml) {
   EXPECT_NEAR(back->inter.bandwidth, 1e9, 1);
   EXPECT_NEAR(back->overlap_efficiency, 0.5, 1e-9);
   EXPECT_NEAR(back->step_overhead_s, 1e-3, 1e-12);
+  EXPECT_NEAR(back->compute_scale, 1.25, 1e-9);
   ASSERT_EQ(back->measured.size(), 1u);
   EXPECT_EQ(back->measured[0].ranks, 2);
   EXPECT_NEAR(back->collective_link(2, false).bandwidth, 4e9, 1);

@@ -190,6 +190,18 @@ TEST(StepTimeModel, RingAttentionHidesHopsBehindEachStepsAttention) {
   EXPECT_NEAR(predict(cfg, 2, slow_compute).breakdown.cp_s, 4 * hop, 1e-12);
 }
 
+// The calibrated compute scale (a probe model's measured step over its op sum) multiplies every
+// compute time and nothing else.
+TEST(StepTimeModel, ComputeScaleMultipliesComputeOnly) {
+  const RunConfig cfg = config({"parallel.dp=2", "train.batch_tokens=2048"});
+  HardwareSpec scaled = ideal();
+  scaled.compute_scale = 1.5;
+  const StepTimeBreakdown a = predict(cfg, 2, ideal()).breakdown, b = predict(cfg, 2, scaled).breakdown;
+  EXPECT_NEAR(b.compute_s, 1.5 * a.compute_s, 1e-12);
+  EXPECT_NEAR(b.dp_total_s, a.dp_total_s, 1e-12);
+  EXPECT_NEAR(b.optimizer_s, a.optimizer_s, 1e-12);
+}
+
 TEST(StepTimeModel, LayoutErrorsComeBackUnchanged) {
   RunConfig cfg = config({"parallel.tp=3"});
   auto r = predict_step_time(cfg, 3, ideal());
