@@ -2,8 +2,9 @@
 // communication of the step.
 #include "parallel/context_parallel.h"
 
-#include <chrono>
 #include <string>
+
+#include "comm/collective_log.h"  // steady_seconds
 
 namespace tessera {
 
@@ -40,17 +41,11 @@ void ContextParallel::record(const Status& s, const char* what) {
   if (!s.ok() && status_.ok()) status_ = Status(s.code(), std::string("context parallel ") + what + ": " + s.message());
 }
 
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 void ContextParallel::all_to_all(const float* send, float* recv, int64_t block) {
   if (comm_.size() == 1 || !status_.ok()) return;  // a world of one; or the group is already broken
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = steady_seconds();
   record(comm_.all_to_all_async(send, recv, block, DType::f32).wait(), "all-to-all around attention");
-  exposed_s_ += seconds_since(t0);
+  collective_s_ += steady_seconds() - t0;
 }
 
 void ContextParallel::ring_start(int channel, const float* send, float* recv, int64_t count) {
@@ -66,31 +61,27 @@ void ContextParallel::ring_start(int channel, const float* send, float* recv, in
 
 void ContextParallel::ring_wait(int channel) {
   RingExchange& x = ring_.at(static_cast<size_t>(channel));
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = steady_seconds();
   record(x.recv.wait(), "ring receive of keys and values");
   record(x.send.wait(), "ring send of keys and values");
-  const double waited = seconds_since(t0);
-  ring_stats_.wait_s += waited;
-  exposed_s_ += waited;
+  ring_stats_.wait_s += steady_seconds() - t0;
   x = RingExchange{};
 }
 
 void ContextParallel::all_reduce_sum(int32_t* x, int64_t n) {
   if (comm_.size() == 1 || !status_.ok()) return;
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = steady_seconds();
   record(comm_.all_reduce(x, x, n, DType::i32), "all-reduce of the experts' routed counts");
-  exposed_s_ += seconds_since(t0);
+  collective_s_ += steady_seconds() - t0;
 }
 
 void ContextParallel::ring_progress() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = steady_seconds();
   for (RingExchange& x : ring_) {
     (void)x.recv.test();  // a failure stays in the Work: ring_wait reports it
     (void)x.send.test();
   }
-  const double spent = seconds_since(t0);
-  ring_stats_.progress_s += spent;
-  exposed_s_ += spent;
+  ring_stats_.progress_s += steady_seconds() - t0;
 }
 
 }  // namespace tessera

@@ -53,7 +53,7 @@ class ContextParallel final : public ContextParallelHooks {
   const RingStats& ring_stats() const { return ring_stats_; }
   // Seconds this rank has spent in the exchanges so far (blocked in the all-to-alls, the ring's
   // waits and progress calls, the counts' all-reduce): the context parallelism it did not hide.
-  double exposed_s() const { return exposed_s_; }
+  double exposed_s() const { return collective_s_ + ring_stats_.wait_s + ring_stats_.progress_s; }
 
  private:
   void record(const Status& s, const char* what);
@@ -64,7 +64,7 @@ class ContextParallel final : public ContextParallelHooks {
   };
   std::array<RingExchange, 2> ring_;
   RingStats ring_stats_;
-  double exposed_s_ = 0;
+  double collective_s_ = 0;  // in the all-to-alls and the counts' all-reduce
   Status status_;
 };
 

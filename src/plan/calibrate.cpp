@@ -50,40 +50,46 @@ double matmul_rate(int64_t s, int reps) {
   return 3 * 2.0 * N * C * OC / t;
 }
 
-// The probe model's measured forward + backward over the op model's sum for it on `h` (compute_scale
-// still 1): tiny's family at 2 layers of width 128 (d_ff 512), micro-batch 4 x 64, one thread, its
-// tensors well beyond the first cache levels like a real model's.
-double compute_scale_of(const HardwareSpec& h, int reps) {
-  double scale = 1.0;
-  {
+// The probe model: tiny's family at 2 layers of width 128 (d_ff 512), micro-batch 4 x 64, one
+// thread, its tensors well beyond the first cache levels like a real model's.
+constexpr int64_t kProbeB = 4, kProbeT = 64;
+ModelConfig probe_model() {
   ModelConfig m = model_preset("tiny").value();
   m.n_layer = 2;
   m.d_model = 128;
   m.d_ff = 512;
-  const int64_t B = 4, T = 64;
+  return m;
+}
+
+// Seconds of the probe model's forward + backward (best of reps).
+double probe_step_seconds(const ModelConfig& m, int reps) {
   ParamStore store{ParamLayout(m)};
   init_parameters(store, m, 1);
   CpuBackend backend;
-  Transformer net(backend, m, store, B, T);
-  std::vector<int32_t> tokens(B * T), targets(B * T);
-  for (int64_t i = 0; i < B * T; ++i) {
+  Transformer net(backend, m, store, kProbeB, kProbeT);
+  std::vector<int32_t> tokens(kProbeB * kProbeT), targets(kProbeB * kProbeT);
+  for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>((7 * i) % m.vocab_size);
     targets[i] = static_cast<int32_t>((7 * i + 1) % m.vocab_size);
   }
-  const double measured = seconds_of(
+  return seconds_of(
       [&] {
         store.zero_grads();
         net.forward(tokens.data(), targets.data());
         net.backward();
       },
       reps);
-  const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, B, T, Recompute::none);
-  const double predicted = ops_seconds(ops.forward, h, "fp32") + ops_seconds(ops.backward, h, "fp32");
-  if (predicted > 0) scale = std::clamp(measured / predicted, 0.25, 8.0);
-  }
+}
+
+// The probe's measured step over the op model's sum for it on `h` (compute_scale still 1).
+double compute_scale_of(const HardwareSpec& h, int reps) {
+  const ModelConfig m = probe_model();
+  const double measured = probe_step_seconds(m, reps);
   // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
   reset_memory_peaks();
-  return scale;
+  const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, kProbeB, kProbeT, Recompute::none);
+  const double predicted = ops_seconds(ops.forward, h, "fp32") + ops_seconds(ops.backward, h, "fp32");
+  return predicted > 0 ? std::clamp(measured / predicted, 0.25, 8.0) : 1.0;
 }
 
 }  // namespace
