@@ -16,7 +16,7 @@ run() {  # run <np> <label>: prints tok/s
     parallel.dp="$np" train.threads=1 train.micro_batch="$MB" train.batch_tokens=$((MB * SEQ * np)) \
     train.steps="$STEPS" train.eval_interval=0 train.log_interval=1000 train.timeout_s=600 \
     train.out_dir="$TMP/$label" > "$TMP/$label.log"
-  grep '^done:' "$TMP/$label.log" | sed -E 's/.* ([0-9.]+) tok\/s.*/\1/'
+  done_tok_s "$TMP/$label.log"
 }
 RESULTS=()
 for rep in $(seq 1 "$REPS"); do

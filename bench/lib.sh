@@ -8,3 +8,5 @@ mkdir -p "$OUT"
 TMP=${BENCH_TMP:-$(mktemp -d)}; trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP"
 "$TESSERA" prepare --kjv --tokenizer byte --out "$TMP/kjv" >/dev/null
+# done_tok_s LOG: the tokens/s of the trainer's final "done: N steps, X tok/s" line in LOG.
+done_tok_s() { grep '^done:' "$1" | sed -E 's/.* ([0-9.]+) tok\/s.*/\1/'; }

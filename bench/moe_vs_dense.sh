@@ -20,7 +20,7 @@ run() {  # run <label> <overrides...>: prints tok/s
   # shellcheck disable=SC2086  # $BASE is a list of overrides
   OMP_NUM_THREADS=$THREADS "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" $BASE "$@" \
     train.out_dir="$TMP/$label" > "$TMP/$label.log"
-  grep '^done:' "$TMP/$label.log" | sed -E 's/.* ([0-9.]+) tok\/s.*/\1/'
+  done_tok_s "$TMP/$label.log"
 }
 RESULTS=()
 for rep in $(seq 1 "$REPS"); do
