@@ -44,4 +44,16 @@ struct NamedCase {
 // Every op of the list, in its order (an op without its case_<op> does not link).
 std::span<const NamedCase> op_cases();
 
+namespace op_case {
+// Tolerances: reductions and transcendental kernels may round differently in another kernel copy;
+// element-wise arithmetic, casts and index ops must agree exactly.
+inline constexpr double kKernelTol = 2e-4;
+
+// case_<op> for every op, defined in cross_backend_op_cases.cpp (attention's in
+// cross_backend_attention_cases.cpp).
+#define TESSERA_DECLARE_CASE(name, ret, params, args) void case_##name(Backend& be, OpRun& r);
+TESSERA_BACKEND_OPS(TESSERA_DECLARE_CASE)
+#undef TESSERA_DECLARE_CASE
+}  // namespace op_case
+
 }  // namespace tessera
