@@ -126,7 +126,7 @@ int run_plan(const PlanArgs& a) {
   }
   auto cfg = load_run_config(a.config, a.overrides);
   if (!cfg.ok()) return fail(cfg.status());
-  const int mp = cfg->parallel.tp * cfg->parallel.pp * cfg->parallel.cp;  // ranks per data-parallel replica
+  const int mp = cfg->parallel.tp * cfg->parallel.pp * cfg->parallel.cp * cfg->parallel.ep;  // ranks per dp replica
   int world = cfg->parallel.dp * mp;
   if (world == 0 && a.ranks <= 0) {  // parallel.dp = 0 fills the job: without --ranks, plan one replica
     const bool ps = cfg->parallel.mode == ParallelMode::ps;
@@ -141,10 +141,10 @@ int run_plan(const PlanArgs& a) {
     const int servers = cfg->parallel.mode == ParallelMode::ps ? static_cast<int>(cfg->ps.servers) : 0;  // not replicas
     if (a.ranks <= servers || (a.ranks - servers) % mp != 0)
       return fail("--ranks " + std::to_string(a.ranks) + (servers ? " less ps.servers = " + std::to_string(servers) : "") +
-                  " is not a multiple of parallel.tp x parallel.pp x parallel.cp = " + std::to_string(mp) + ": pass --ranks " +
+                  " is not a multiple of parallel.tp x parallel.pp x parallel.cp x parallel.ep = " + std::to_string(mp) + ": pass --ranks " +
                   (servers ? std::to_string(servers) + " + " : "") + std::to_string(mp) +
-                  " x dp, or change parallel.tp/pp/cp");
-    // The same as `parallel.dp=N/(tp*pp*cp)` on the command line (train.batch_tokens re-derived if not set).
+                  " x dp, or change parallel.tp/pp/cp/ep");
+    // The same as `parallel.dp=N/(tp*pp*cp*ep)` on the command line (train.batch_tokens re-derived if not set).
     std::vector<std::string> o = a.overrides;
     o.push_back("parallel.dp=" + std::to_string((a.ranks - servers) / mp));
     cfg = load_run_config(a.config, o);
@@ -242,7 +242,7 @@ Runner add_plan(CLI::App& app) {
   c->add_option("--config", a->config, "Run config (TOML); see configs/ (required unless --calibrate)")
       ->transform(existing_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. parallel.zero=2");
-  c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp x cp; else dp = N / (tp x pp x cp))")
+  c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp x cp x ep; else dp = N / (tp x pp x cp x ep))")
       ->check(CLI::PositiveNumber);
   c->add_flag("--json", a->json, "Print the plan as JSON (bytes per rank and category; with --hardware the step "
                                  "time; with --search the ranked layouts)");

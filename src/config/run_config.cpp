@@ -18,6 +18,8 @@ namespace tessera {
 
 std::string_view parallel_mode_name(ParallelMode m) { return m == ParallelMode::ps ? "ps" : "allreduce"; }
 
+int64_t data_replicas(const ParallelConfig& p) { return static_cast<int64_t>(p.dp) * p.ep; }
+
 Result<ParallelMode> parse_parallel_mode(std::string_view s) {
   if (s == "allreduce") return ParallelMode::allreduce;
   if (s == "ps") return ParallelMode::ps;
@@ -354,7 +356,7 @@ Status resolve_train(const Reader& r, RunConfig& cfg) {
   // grad_accum is derived so that the global batch is stated once, in tokens.
   auto& t = cfg.train;
   if (cfg.parallel.dp == 0) return Status::ok_status();  // derived once the world size is known
-  const int64_t per_step = t.micro_batch * cfg.data.seq_len * cfg.parallel.dp;
+  const int64_t per_step = t.micro_batch * cfg.data.seq_len * data_replicas(cfg.parallel);
   if (!r.has("train", "batch_tokens")) t.batch_tokens = per_step;
   if (t.batch_tokens < per_step || t.batch_tokens % per_step != 0) {
     int64_t lower = std::max<int64_t>(per_step, t.batch_tokens / per_step * per_step);
@@ -364,7 +366,9 @@ Status resolve_train(const Reader& r, RunConfig& cfg) {
     return invalid_argument(r.where("train", "batch_tokens") + " (" + std::to_string(t.batch_tokens) +
                             ") must be a positive multiple of train.micro_batch (" + std::to_string(t.micro_batch) +
                             ") x data.seq_len (" + std::to_string(cfg.data.seq_len) + ") x parallel.dp (" +
-                            std::to_string(cfg.parallel.dp) + ") = " + std::to_string(per_step) +
+                            std::to_string(cfg.parallel.dp) + ")" +
+                            (cfg.parallel.ep > 1 ? " x parallel.ep (" + std::to_string(cfg.parallel.ep) + ")" : "") +
+                            " = " + std::to_string(per_step) +
                             " (the multiple is grad_accum); try batch_tokens = " + fits);
   }
   t.grad_accum = t.batch_tokens / per_step;
@@ -442,11 +446,12 @@ Result<RunConfig> load_run_config_for_world(const std::string& path, const std::
                               std::to_string(cfg.ps.servers + workers % mp));
     dp = workers / mp;
   } else {
-    const int mp = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp;
+    const int mp = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.ep;
     if (world_size < mp || world_size % mp != 0)
       return invalid_argument("parallel.dp = 0 (the default) fills the job with data-parallel replicas, but " +
                               std::to_string(world_size) + " ranks are not a multiple of parallel.tp x parallel.pp" +
-                              (cfg.parallel.cp > 1 ? " x parallel.cp" : "") + " = " + std::to_string(mp) +
+                              (cfg.parallel.cp > 1 ? " x parallel.cp" : "") + (cfg.parallel.ep > 1 ? " x parallel.ep" : "") +
+                              " = " + std::to_string(mp) +
                               ": launch a multiple of " + std::to_string(mp) + " ranks");
     dp = world_size / mp;
   }

@@ -78,6 +78,10 @@ enum class ParallelMode { allreduce, ps };
 std::string_view parallel_mode_name(ParallelMode m);  // "allreduce", "ps"
 Result<ParallelMode> parse_parallel_mode(std::string_view s);
 
+struct ParallelConfig;
+// Ranks reading different data: parallel.dp x parallel.ep (the global batch's divisor).
+int64_t data_replicas(const ParallelConfig& p);
+
 struct ParallelConfig {
   int dp = 0;  // 0 (default) = as many as the world allows (world / (tp pp); world - ps.servers in ps mode),
               // resolved by load_run_config_for_world
@@ -87,6 +91,9 @@ struct ParallelConfig {
   // "ulysses" (all-to-all to a head split around attention) or "ring" (ring attention).
   int cp = 1;
   std::string cp_mode = "ulysses";
+  // Expert parallelism: ep ranks read different data (like dp) and each computes 1/ep of every MoE
+  // layer's experts over the tokens all of them routed there (model/expert_parallel_hooks.h).
+  int ep = 1;
   double bucket_mb = 4.0;  // gradient all-reduce bucket size
   int zero = 0;            // ZeRO stage over the dp group (0 = plain data parallelism)
   ParallelMode mode = ParallelMode::allreduce;  // allreduce | ps (parameter server, [ps])
@@ -147,7 +154,7 @@ Result<RunConfig> load_run_config(const std::string& path, const std::vector<std
 Result<RunConfig> parse_run_config(std::string_view toml_text, const std::vector<std::string>& overrides = {},
                                    std::string_view source_name = "<config>");
 
-// As load_run_config, then resolves parallel.dp = 0 ("fill the job") to world_size / (tp x pp),
+// As load_run_config, then resolves parallel.dp = 0 ("fill the job") to world_size / (tp x pp x cp x ep),
 // re-deriving train.grad_accum from train.batch_tokens: how an elastic restart on fewer ranks keeps
 // the global batch.
 Result<RunConfig> load_run_config_for_world(const std::string& path, const std::vector<std::string>& overrides,

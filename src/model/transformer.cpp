@@ -138,9 +138,14 @@ void Transformer::allocate_activations() {
   if (any_moe) {
     const int64_t S = moe_slots(), E = cfg_.moe_experts, K = cfg_.moe_top_k;
     a.moe_out = act_buffer(N * C);
+    const int64_t R = moe_expert_rows();
     a.moe_dy = act_buffer(S * C); a.moe_dxd = act_buffer(S * C);
-    a.moe_dh = act_buffer(S * 2 * F); a.moe_dact = act_buffer(S * F);
+    a.moe_dh = act_buffer(R * 2 * F); a.moe_dact = act_buffer(R * F);
     a.moe_dtopk_w = act_buffer(N * K); a.moe_dlogits = act_buffer(N * E);
+    if (ep_) {
+      a.moe_dyr = act_buffer(R * C);
+      a.moe_dxr = act_buffer(R * C);
+    }
   }
   if (sp_) {
     a.full = act_buffer(N * C);

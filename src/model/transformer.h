@@ -46,6 +46,7 @@
 #include "core/memory.h"
 #include "model/config.h"
 #include "model/context_parallel_hooks.h"
+#include "model/expert_parallel_hooks.h"
 #include "model/numerics_probe.h"
 #include "model/op_profile.h"
 #include "model/param_layout.h"
@@ -145,6 +146,14 @@ class Transformer {
   // The hooks' first communication failure (ok without context parallelism).
   Status cp_status() const { return cp_ ? cp_->status() : Status(); }
 
+  // Expert parallelism (expert_parallel_hooks.h): this rank computes model.moe_experts / ep_size
+  // experts of every MoE layer for the tokens of the whole ep group. nullptr (or size 1) computes
+  // every expert here. Reallocates the activations; TS_CHECKs that ep_size divides the experts.
+  // `hooks` must outlive the model.
+  void set_expert_parallel_hooks(ExpertParallelHooks* hooks);
+  int ep_size() const { return ep_size_; }
+  Status ep_status() const { return ep_ ? ep_->status() : Status(); }
+
   // Changes the recomputation mode; reallocates the activations when it changes (so call it at
   // set-up, not between a forward and its backward: the forward's activations are dropped).
   void set_recompute(Recompute recompute);
@@ -209,7 +218,11 @@ class Transformer {
   void layer_forward(int layer, const float* x, const LayerView& v, bool mlp_output);
   // Mixture of experts (transformer_moe.cpp). Slots per MoE layer: N*K, or E*capacity when smaller.
   int64_t moe_slots() const;
+  int64_t moe_expert_rows() const { return ep_size_ * moe_slots(); }  // rows the own experts may receive
   void allocate_moe_layer(MoeActs& m);
+  // The forward's expert blocks (m.blocks) and, under expert parallelism, the count exchange and
+  // the rows to and from each rank; returns the rows the experts here compute.
+  int64_t moe_dispatch(MoeActs& m);
   // out (N, C) = the experts' combined output for x (N, C), the layer's ln2 output.
   void moe_forward(int layer, const float* x, float* out);
   // dx (N, C) += the gradient w.r.t. x from dout (N, C), the gradient of the layer output;
@@ -253,6 +266,8 @@ class Transformer {
   ContextParallelHooks* cp_ = nullptr;  // null: the whole sequence
   int cp_rank_ = 0, cp_size_ = 1;
   bool cp_ring_ = false;  // ring attention; else (with cp_) Ulysses
+  ExpertParallelHooks* ep_ = nullptr;  // null: every expert computed here
+  int ep_size_ = 1;
   bool sp_ = false;  // sequence parallel (only at tp size > 1)
   Recompute recompute_ = Recompute::none;
   Precision precision_ = Precision::fp32;

@@ -3,7 +3,9 @@
 // rows it received, and a weighted scatter back (Mixtral's layer, computed as grouped matmuls).
 // Tensor and sequence parallelism are refused with MoE (validate_tensor_parallel), so every buffer
 // here has all N rows; under context parallelism (dropless only) the rank's N positions, and the
-// only hook called sums the routed counts over the cp group for the load-balancing loss.
+// only hook called sums the routed counts over the cp group for the load-balancing loss. Under
+// expert parallelism the dispatched rows travel to their experts' owner and back around the expert
+// matmuls (expert_parallel_hooks.h); routing, combine and the router's losses stay local.
 #include <algorithm>
 #include <numeric>
 
@@ -41,11 +43,27 @@ void Transformer::allocate_moe_layer(MoeActs& m) {
     m.host_routed.assign(static_cast<size_t>(E), 0);
   }
   m.stats = buffer(3 * f);
+  const int64_t R = moe_expert_rows();  // = S without expert parallelism
   m.xd = buffer(S * C * f);
-  m.h = buffer(S * 2 * F * f);
-  m.act = buffer(S * F * f);
+  m.h = buffer(R * 2 * F * f);
+  m.act = buffer(R * F * f);
   m.y = buffer(S * C * f);
+  if (ep_) {
+    m.xr = buffer(R * C * f);
+    m.yr = buffer(R * C * f);
+  }
   m.host_counts.assign(static_cast<size_t>(E), 0);
+}
+
+void Transformer::set_expert_parallel_hooks(ExpertParallelHooks* hooks) {
+  const int size = hooks ? hooks->ep_size() : 1;
+  if (size > 1)
+    TS_CHECK(cfg_.is_moe() && cfg_.moe_experts % size == 0)
+        << "expert parallelism over " << size << " ranks needs a mixture-of-experts model whose experts ("
+        << cfg_.moe_experts << ") it divides";
+  ep_ = size > 1 ? hooks : nullptr;
+  ep_size_ = size;
+  allocate_activations();
 }
 
 namespace {
@@ -60,16 +78,42 @@ void linear_backward_p(Backend& be, Precision p, float* dinp, float* dweight, co
   if (p == Precision::fp32) be.matmul_backward(dinp, dweight, nullptr, dout, inp, weight, n, C, OC);
   else be.matmul_backward_lowp(p, dinp, dweight, nullptr, dout, inp, weight, n, C, OC);
 }
-// Calls fn(e, first slot, rows) for every expert that received rows.
-template <class Fn>
-void for_each_expert(const std::vector<int32_t>& counts, Fn fn) {
+// The expert matmuls over rows grouped by expert: `counts` holds `sources` blocks of `experts`
+// counts (rows per expert from each source rank, in that order), the experts numbered from
+// `first_expert`. One block per (source, expert) with rows.
+std::vector<MoeActs::Block> expert_blocks(const std::vector<int32_t>& counts, int64_t experts, int64_t first_expert) {
+  std::vector<MoeActs::Block> blocks;
   int64_t first = 0;
-  for (size_t e = 0; e < counts.size(); ++e) {
-    if (counts[e] > 0) fn(static_cast<int64_t>(e), first, static_cast<int64_t>(counts[e]));
-    first += counts[e];
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > 0)
+      blocks.push_back({first_expert + static_cast<int64_t>(i) % experts, first, static_cast<int64_t>(counts[i])});
+    first += counts[i];
   }
+  return blocks;
+}
+// Sums of `per` consecutive counts: the rows to or from each ep rank.
+std::vector<int64_t> rows_per_rank(const std::vector<int32_t>& counts, int64_t per) {
+  std::vector<int64_t> rows(counts.size() / static_cast<size_t>(per), 0);
+  for (size_t i = 0; i < counts.size(); ++i) rows[i / static_cast<size_t>(per)] += counts[i];
+  return rows;
 }
 }  // namespace
+
+int64_t Transformer::moe_dispatch(MoeActs& m) {
+  const int64_t E = cfg_.moe_experts;
+  if (!ep_) {
+    m.blocks = expert_blocks(m.host_counts, E, 0);
+    return std::accumulate(m.host_counts.begin(), m.host_counts.end(), int64_t{0});
+  }
+  // Rank d owns experts [d*EL, (d+1)*EL): host_counts is already one block of EL counts per rank.
+  const int64_t EL = E / ep_size_;
+  m.recv_counts.assign(static_cast<size_t>(E), 0);
+  ep_->exchange_counts(m.host_counts.data(), m.recv_counts.data(), EL);
+  m.send_rows = rows_per_rank(m.host_counts, EL);
+  m.recv_rows = rows_per_rank(m.recv_counts, EL);
+  m.blocks = expert_blocks(m.recv_counts, EL, ep_->ep_rank() * EL);
+  return std::accumulate(m.recv_rows.begin(), m.recv_rows.end(), int64_t{0});
+}
 
 void Transformer::moe_forward(int l, const float* x, float* out) {
   const int64_t N = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff, E = cfg_.moe_experts, K = cfg_.moe_top_k;
@@ -102,13 +146,21 @@ void Transformer::moe_forward(int l, const float* x, float* out) {
   record_moe_load(l, m);
   TS_CHECK(S <= moe_slots()) << "MoE layer " << l << ": " << S << " slots exceed the " << moe_slots() << " allocated";
   profiled(prof, OpGroup::embedding, [&] { be_.gather_rows(xd, x, slot_token, S, C); });
-  for_each_expert(m.host_counts, [&](int64_t e, int64_t s, int64_t n) {
-    const float* fc_w = p.moe_fc_w + e * 2 * F * C;  // (2F, C) [gate | up]
-    const float* proj_w = p.moe_proj_w + e * C * F;  // (C, F)
-    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, h + s * 2 * F, xd + s * C, fc_w, n, C, 2 * F); });
+  const int64_t R = moe_dispatch(m);
+  TS_CHECK(R <= moe_expert_rows()) << "MoE layer " << l << ": " << R << " rows exceed the " << moe_expert_rows()
+                                   << " allocated";
+  const float* xe = ep_ ? m.xr.as<float>() : xd;  // the experts' input and output rows
+  float* ye = ep_ ? m.yr.as<float>() : y;
+  if (ep_) ep_->exchange_rows(xd, m.send_rows.data(), m.xr.as<float>(), m.recv_rows.data(), C);
+  for (const MoeActs::Block& b : m.blocks) {
+    const int64_t s = b.first, n = b.rows;
+    const float* fc_w = p.moe_fc_w + b.expert * 2 * F * C;  // (2F, C) [gate | up]
+    const float* proj_w = p.moe_proj_w + b.expert * C * F;  // (C, F)
+    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, h + s * 2 * F, xe + s * C, fc_w, n, C, 2 * F); });
     profiled(prof, OpGroup::activation, [&] { be_.swiglu_forward(act + s * F, h + s * 2 * F, n, F); });
-    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, y + s * C, act + s * F, proj_w, n, F, C); });
-  });
+    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, ye + s * C, act + s * F, proj_w, n, F, C); });
+  }
+  if (ep_) ep_->exchange_rows(ye, m.recv_rows.data(), y, m.send_rows.data(), C);
   profiled(prof, OpGroup::residual, [&] { be_.moe_combine_forward(out, y, slot_of, w, N, K, C); });
 }
 
@@ -128,22 +180,30 @@ void Transformer::moe_backward(int l, const float* x, const float* dout, float* 
   profiled(prof, OpGroup::residual, [&] {
     be_.moe_combine_backward(dy, dtopk_w, dout, y, m.slot_of.as<int32_t>(), m.topk_w.as<float>(), N, K, C);
   });
-  be_.fill(dact, S * F, 0.f);
-  be_.fill(dh, S * 2 * F, 0.f);
-  be_.fill(dxd, S * C, 0.f);
-  for_each_expert(m.host_counts, [&](int64_t e, int64_t s, int64_t n) {
+  // The experts' rows: this rank's own (S) or, under expert parallelism, those its experts received (R).
+  const int64_t R = ep_ ? std::accumulate(m.recv_rows.begin(), m.recv_rows.end(), int64_t{0}) : S;
+  const float* xe = ep_ ? m.xr.as<float>() : xd;
+  const float* dye = ep_ ? a.moe_dyr.as<float>() : dy;
+  float* dxe = ep_ ? a.moe_dxr.as<float>() : dxd;
+  if (ep_) ep_->exchange_rows(dy, m.send_rows.data(), a.moe_dyr.as<float>(), m.recv_rows.data(), C);
+  be_.fill(dact, R * F, 0.f);
+  be_.fill(dh, R * 2 * F, 0.f);
+  be_.fill(dxe, R * C, 0.f);
+  for (const MoeActs::Block& b : m.blocks) {
+    const int64_t s = b.first, n = b.rows, e = b.expert;
     const float* fc_w = p.moe_fc_w + e * 2 * F * C;
     const float* proj_w = p.moe_proj_w + e * C * F;
     float* dfc_w = g.moe_fc_w + e * 2 * F * C;
     float* dproj_w = g.moe_proj_w + e * C * F;
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward_p(be_, precision_, dact + s * F, dproj_w, dy + s * C, act + s * F, proj_w, n, F, C);
+      linear_backward_p(be_, precision_, dact + s * F, dproj_w, dye + s * C, act + s * F, proj_w, n, F, C);
     });
     profiled(prof, OpGroup::activation, [&] { be_.swiglu_backward(dh + s * 2 * F, dact + s * F, h + s * 2 * F, n, F); });
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward_p(be_, precision_, dxd + s * C, dfc_w, dh + s * 2 * F, xd + s * C, fc_w, n, C, 2 * F);
+      linear_backward_p(be_, precision_, dxe + s * C, dfc_w, dh + s * 2 * F, xe + s * C, fc_w, n, C, 2 * F);
     });
-  });
+  }
+  if (ep_) ep_->exchange_rows(dxe, m.recv_rows.data(), dxd, m.send_rows.data(), C);
   profiled(prof, OpGroup::embedding, [&] { be_.scatter_add_rows(dx, m.slot_token.as<int64_t>(), dxd, S, C); });
   be_.fill(dlogits, N * E, 0.f);
   // Context parallelism: the load-balancing loss of the whole sequence (cp x N tokens) has the

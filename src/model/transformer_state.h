@@ -33,6 +33,17 @@ struct MoeActs {
   Buffer y;                        // (S, C) experts' outputs
   std::vector<int32_t> host_counts;  // counts on the host: the sizes of the expert matmuls
   std::vector<int32_t> host_routed;  // context-parallel only: routed on the host, for the cp sum
+  // Expert parallelism (expert_parallel_hooks.h; R = ep x S rows at most): the rows this rank's
+  // experts received from every ep rank and their outputs; h and act then hold R rows too.
+  Buffer xr, yr;                     // (R, C)
+  std::vector<int32_t> recv_counts;  // (ep, E/ep) rows of each own expert from each rank
+  std::vector<int64_t> send_rows, recv_rows;  // (ep) rows to / from each rank
+  // The expert matmuls of the last forward: expert e over rows [first, first + rows) of the expert
+  // buffers (xd, h, act, y; under ep xr, h, act, yr). Empty experts have no block.
+  struct Block {
+    int64_t expert, first, rows;
+  };
+  std::vector<Block> blocks;
 };
 
 struct LayerActs {
@@ -82,6 +93,7 @@ struct Transformer::Acts {
   Buffer moe_dact;                 // (S, F)
   Buffer moe_dtopk_w;              // (N, K)
   Buffer moe_dlogits;              // (N, E)
+  Buffer moe_dyr, moe_dxr;         // (R, C) expert parallelism: moe_dy / moe_dxd at the experts' owner
   Buffer output_grad;              // (N, C) gradient w.r.t. the stage output (non-last stage)
   Buffer input_grad;               // (N, C) gradient w.r.t. the stage input (non-first stage)
   // Sequence parallelism only (else empty):

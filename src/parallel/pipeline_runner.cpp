@@ -10,10 +10,11 @@
 namespace tessera {
 
 namespace {
-// The first failure of the model's tensor- or context-parallel exchanges in its last pass.
+// The first failure of the model's tensor-, context- or expert-parallel exchanges in its last pass.
 Status model_comm_status(const Transformer& model) {
   TS_RETURN_IF_ERROR(model.tp_status());
-  return model.cp_status();
+  TS_RETURN_IF_ERROR(model.cp_status());
+  return model.ep_status();
 }
 }  // namespace
 namespace {

@@ -40,7 +40,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   const ModelConfig& mc = cfg.model;
   // Context parallelism: each rank holds seq_len / cp positions, and the dense parameters are
   // replicated (and ZeRO-sharded) over dp x cp (Grid::param_replicas(), in world-rank order).
-  const int cp = lay.grid.cp;
+  const int cp = lay.grid.cp, ep = lay.grid.ep;
   const bool ring = lay.cp_mode == ContextParallelMode::ring;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len / cp;
   const int tp = lay.grid.tp, dp = lay.grid.replica_size(), zero = cfg.parallel.zero;
@@ -107,15 +107,16 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     const ParamLayout& layout = *layouts[static_cast<size_t>(c)];
     for (int i = 0; i < n; ++i) {
       std::vector<int> ids;
-      auto reallocate = [&](bool rows_shard, Recompute mode, int cp_size) {
+      auto reallocate = [&](bool rows_shard, Recompute mode, int cp_size, int ep_size) {
         for (int id : ids) k.free(id);
         ids.clear();
-        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode, cp_size, ring))
+        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode, cp_size, ring, ep_size))
           ids.push_back(k.alloc(MemCategory::activations, f * kF));
       };
-      reallocate(false, recompute, 1);
-      if (sp) reallocate(true, recompute, 1);
-      if (cp > 1) reallocate(sp, recompute, cp);
+      reallocate(false, recompute, 1, 1);
+      if (sp) reallocate(true, recompute, 1, 1);
+      if (cp > 1) reallocate(sp, recompute, cp, 1);
+      if (ep > 1) reallocate(sp, recompute, cp, ep);
     }
   }
   for (auto& z : zc) z->broadcast_parameters();
@@ -146,7 +147,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 // The config with train.micro_batch = b, keeping train.batch_tokens (grad_accum follows); false when
 // b does not divide the batch.
 bool with_micro_batch(const RunConfig& cfg, int64_t b, RunConfig& out) {
-  const int64_t per = b * cfg.data.seq_len * cfg.parallel.dp;
+  const int64_t per = b * cfg.data.seq_len * data_replicas(cfg.parallel);
   if (b < 1 || per <= 0 || cfg.train.batch_tokens % per != 0) return false;
   out = cfg;
   out.train.micro_batch = b;
@@ -184,10 +185,10 @@ Result<MemoryPlan> plan_ranks(const RunConfig& cfg, int world_size) {
 
 int64_t budget_of(const RunConfig& cfg) { return static_cast<int64_t>(cfg.train.memory_budget_mb * 1048576.0); }
 
-// The candidate micro-batches: divisors of batch_tokens / (seq_len x dp), ascending.
+// The candidate micro-batches: divisors of batch_tokens / (seq_len x dp x ep), ascending.
 std::vector<int64_t> micro_batch_candidates(const RunConfig& cfg) {
   std::vector<int64_t> out;
-  const int64_t per = cfg.data.seq_len * cfg.parallel.dp;
+  const int64_t per = cfg.data.seq_len * data_replicas(cfg.parallel);
   if (per <= 0 || cfg.train.batch_tokens % per != 0) return {cfg.train.micro_batch};
   const int64_t K = cfg.train.batch_tokens / per;
   for (int64_t b = 1; b * b <= K; ++b)
@@ -202,9 +203,9 @@ std::vector<int64_t> micro_batch_candidates(const RunConfig& cfg) {
 }  // namespace
 
 int64_t transformer_activation_bytes(const ModelConfig& cfg, const ParamLayout& layout, int64_t B, int64_t T,
-                                     bool sequence_parallel, Recompute recompute, int cp, bool ring) {
+                                     bool sequence_parallel, Recompute recompute, int cp, bool ring, int ep) {
   int64_t sum = 0;
-  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute, cp, ring)) sum += f * kF;
+  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute, cp, ring, ep)) sum += f * kF;
   return sum;
 }
 

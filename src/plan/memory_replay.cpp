@@ -26,7 +26,7 @@ ActDims act_dims(const ModelConfig& c, const ParamLayout& layout, int64_t B, int
 
 // The buffers allocate_activations makes, each as a number of floats (zero-sized ones allocate nothing).
 std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
-                                        bool sp, Recompute recompute, int cp, bool ring) {
+                                        bool sp, Recompute recompute, int cp, bool ring, int ep) {
   const ActDims d = act_dims(c, layout, B, T, sp && layout.tp().size > 1);
   const bool first = layout.first_layer() == 0, last = layout.last_layer() == c.n_layer;
   const int64_t N = d.N, NS = d.NS, C = d.C;
@@ -50,11 +50,13 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
   // recomputation mode), right after its own buffers. int32 counts as one float, int64 as two.
   const int64_t E = c.moe_experts, K = c.moe_top_k, MF = c.d_ff, cap = c.moe_capacity(N);
   const int64_t S = cap > 0 ? std::min(N * K, E * cap) : N * K;  // Transformer::moe_slots
+  const int64_t R = ep * S;  // Transformer::moe_expert_rows: what the own experts may receive
   auto moe_saved = [&](int layer) {
     if (!c.is_moe_layer(layer)) return;
     f.insert(f.end(), {N * E, N, N * K, N * K, N * K, 2 * N * K, E, E});  // probs .. routed
     if (cp > 1) f.push_back(E);                                             // routed_sequence
-    f.insert(f.end(), {3, S * C, S * 2 * MF, S * MF, S * C});               // stats xd h act y
+    f.insert(f.end(), {3, S * C, R * 2 * MF, R * MF, S * C});               // stats xd h act y
+    if (ep > 1) f.insert(f.end(), {R * C, R * C});                          // xr yr
   };
   const int first_layer = layout.first_layer();
   if (recompute == Recompute::full) {
@@ -95,8 +97,10 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
   f.insert(f.end(), {N * C, N * C, N * d.A, N * d.Q, N * d.FC, N * d.F});  // dresidual dln datty dqkv dfch dfch_act
   bool any_moe = false;
   for (int l = 0; l < layers; ++l) any_moe = any_moe || c.is_moe_layer(first_layer + l);
-  if (any_moe)  // moe_out, moe_dy, moe_dxd, moe_dh, moe_dact, moe_dtopk_w, moe_dlogits
-    f.insert(f.end(), {N * C, S * C, S * C, S * 2 * MF, S * MF, N * K, N * E});
+  if (any_moe) {  // moe_out, moe_dy, moe_dxd, moe_dh, moe_dact, moe_dtopk_w, moe_dlogits (moe_dyr, moe_dxr)
+    f.insert(f.end(), {N * C, S * C, S * C, R * 2 * MF, R * MF, N * K, N * E});
+    if (ep > 1) f.insert(f.end(), {R * C, R * C});
+  }
   if (sp && layout.tp().size > 1) {
     f.push_back(N * C);                // full
     if (!first) f.push_back(N * C);    // stage_in

@@ -9,6 +9,7 @@
 #include "model/param_layout.h"
 #include "parallel/compression.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "plan/refusals.h"
 
 namespace tessera {
@@ -29,15 +30,15 @@ Status check_grid(const GridShape& g, int world_size) {
   if (g.world_size() == world_size) return Status::ok_status();
   // The fixes: launch with as many ranks as the grid needs, or a dp that fills the job (pp and tp kept).
   std::string fix = "launch with mpirun -np " + str(g.world_size());
-  const int mp = g.pp * g.tp * g.cp;
+  const int mp = g.pp * g.tp * g.cp * g.ep;
   if (world_size % mp == 0) fix = "set parallel.dp=" + str(world_size / mp) + " or " + fix;
-  const std::string cp = g.cp > 1 ? " x parallel.cp=" + str(g.cp) : "";
+  const std::string cp = (g.cp > 1 ? " x parallel.cp=" + str(g.cp) : "") + (g.ep > 1 ? " x parallel.ep=" + str(g.ep) : "");
   std::string fits;
   for (const GridShape& f : grid_factorisations(world_size))
     fits += "\n  parallel.dp=" + str(f.dp) + " parallel.pp=" + str(f.pp) + " parallel.tp=" + str(f.tp);
   return invalid_argument("parallel.dp=" + str(g.dp) + " x parallel.pp=" + str(g.pp) + " x parallel.tp=" + str(g.tp) + cp +
                           " needs " + str(g.world_size()) + " ranks but the job has " + str(world_size) + ": " + fix +
-                          " (grids that fit " + str(world_size) + " ranks" + (g.cp > 1 ? " without cp" : "") + ":" +
+                          " (grids that fit " + str(world_size) + " ranks" + (g.cp > 1 || g.ep > 1 ? " without cp and ep" : "") + ":" +
                           fits + ")");
 }
 
@@ -81,14 +82,15 @@ Status check_sequence_parallel(const RunConfig& cfg) {
 std::string grad_accum_formula(const RunConfig& cfg) {
   return "grad_accum = " + str(cfg.train.grad_accum) + " is train.batch_tokens (" + str(cfg.train.batch_tokens) +
          ") / (train.micro_batch " + str(cfg.train.micro_batch) + " x data.seq_len " + str(cfg.data.seq_len) +
-         " x parallel.dp " + str(cfg.parallel.dp) + ")";
+         " x parallel.dp " + str(cfg.parallel.dp) + (cfg.parallel.ep > 1 ? " x parallel.ep " + str(cfg.parallel.ep) : "") +
+         ")";
 }
 std::string batch_tokens_for(const RunConfig& cfg, int64_t grad_accum) {
-  return str(grad_accum * cfg.train.micro_batch * cfg.data.seq_len * cfg.parallel.dp);
+  return str(grad_accum * cfg.train.micro_batch * cfg.data.seq_len * data_replicas(cfg.parallel));
 }
 // The largest micro_batch below the current one that keeps batch_tokens whole and gives >= want micro-batches.
 int64_t smaller_micro_batch(const RunConfig& cfg, int64_t want) {
-  const int64_t per = cfg.data.seq_len * cfg.parallel.dp;
+  const int64_t per = cfg.data.seq_len * data_replicas(cfg.parallel);
   for (int64_t b = cfg.train.micro_batch - 1; b >= 1; --b)
     if (cfg.train.batch_tokens % (b * per) == 0 && cfg.train.batch_tokens / (b * per) >= want) return b;
   return 0;
@@ -205,7 +207,8 @@ std::pair<int, int> ParallelLayout::chunk_layers(int stage, int chunk) const {
 
 std::string ParallelLayout::describe() const {
   std::string s = "dp=" + str(grid.dp) + " tp=" + str(grid.tp) + (sequence_parallel ? " sequence-parallel" : "") +
-                  " pp=" + str(grid.pp) + (grid.cp > 1 ? " cp=" + str(grid.cp) + (cp_mode == ContextParallelMode::ring ? " (ring)" : " (ulysses)") : "");
+                  " pp=" + str(grid.pp) + (grid.cp > 1 ? " cp=" + str(grid.cp) + (cp_mode == ContextParallelMode::ring ? " (ring)" : " (ulysses)") : "") +
+                  (grid.ep > 1 ? " ep=" + str(grid.ep) : "");
   if (grid.pp == 1) return s;
   s += " (" + std::string(pipeline_schedule_name(schedule));
   if (pipe.virtual_stages > 1) s += " x" + str(pipe.virtual_stages);
@@ -222,7 +225,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
     return invalid_argument("parallel.dp = 0 (fill the job) is resolved for a world size by load_run_config_for_world "
                             "before the layout is planned");
   ParallelLayout layout;
-  layout.grid = GridShape{p.dp, p.pp, p.tp, p.cp};
+  layout.grid = GridShape{p.dp, p.pp, p.tp, p.cp, p.ep};
   layout.sequence_parallel = p.sequence_parallel;
   TS_RETURN_IF_ERROR(check_zero_stage(cfg));
   TS_RETURN_IF_ERROR(check_refusals(cfg));
@@ -233,6 +236,7 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   TS_ASSIGN_OR_RETURN(layout.cp_mode, parse_context_parallel_mode(p.cp_mode));
   TS_RETURN_IF_ERROR(
       validate_context_parallel(p.cp, layout.cp_mode, cfg.data.seq_len, cfg.model.n_head, cfg.model.n_kv_head, p.tp));
+  TS_RETURN_IF_ERROR(validate_expert_parallel(p.ep, cfg.model.moe_experts));
 
   if (p.virtual_stages < 1)
     return invalid_argument("parallel.virtual_stages must be >= 1 (got " + str(p.virtual_stages) + ")");

@@ -17,6 +17,7 @@ bool parameter_server(const RunConfig& c) { return c.parallel.mode == ParallelMo
 bool fp16(const RunConfig& c) { return c.train.precision == Precision::fp16; }
 
 bool context_parallel(const RunConfig& c) { return c.parallel.cp > 1; }
+bool expert_parallel(const RunConfig& c) { return c.parallel.ep > 1; }
 
 const std::vector<Refusal>& table() {
   static const std::vector<Refusal> rows = {
@@ -118,6 +119,26 @@ const std::vector<Refusal>& table() {
        "a capacity drops an expert's assignments beyond it in the token order of the whole micro-batch, which cp "
        "splits over ranks",
        "use dropless routing (model.moe_capacity_factor = 0) with cp, or parallel.cp = 1"},
+      {"parallel.ep >= 2 with parallel.mode = \"ps\"",
+       {"parallel.ep", "parallel.mode"},
+       [](const RunConfig& c) { return expert_parallel(c) && parameter_server(c); },
+       "an ep rank's expert gradients hold the tokens of every ep rank, which the servers would count ep times",
+       "use parallel.mode = \"allreduce\", or parallel.ep = 1"},
+      {"parallel.ep >= 2 with train.local_steps >= 1",
+       {"parallel.ep", "train.local_steps"},
+       [](const RunConfig& c) { return expert_parallel(c) && c.train.local_steps > 0; },
+       "local SGD steps each replica on its own gradient, but an ep rank computes only its own experts' gradients",
+       "set train.local_steps = 0, or parallel.ep = 1"},
+      {"parallel.ep >= 2 with comm.compression other than \"none\"",
+       {"parallel.ep", "comm.compression"},
+       [](const RunConfig& c) { return expert_parallel(c) && compresses(c); },
+       "the compressed exchange and its saved error-feedback state are per data-parallel rank, not per dp x ep rank",
+       "set comm.compression = \"none\", or parallel.ep = 1"},
+      {"parallel.ep >= 2 with parallel.cp >= 2",
+       {"parallel.ep", "parallel.cp"},
+       [](const RunConfig& c) { return expert_parallel(c) && context_parallel(c); },
+       "the two have not been composed yet (the dispatch would run over each cp position's ep group)",
+       "use parallel.ep or parallel.cp, not both"},
   };
   return rows;
 }

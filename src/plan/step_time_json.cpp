@@ -12,7 +12,7 @@ nlohmann::json step_time_json(const StepTimePrediction& p) {
           {"mfu", p.mfu},
           {"breakdown",
            {{"compute_s", b.compute_s}, {"recompute_s", b.recompute_s}, {"bubble_s", b.bubble_s},
-            {"tp_comm_s", b.tp_s}, {"cp_comm_s", b.cp_s}, {"pp_comm_s", b.pp_s}, {"dp_comm_s", b.dp_s}, {"dp_comm_total_s", b.dp_total_s},
+            {"tp_comm_s", b.tp_s}, {"cp_comm_s", b.cp_s}, {"ep_comm_s", b.ep_s}, {"pp_comm_s", b.pp_s}, {"dp_comm_s", b.dp_s}, {"dp_comm_total_s", b.dp_total_s},
             {"optimizer_s", b.optimizer_s}, {"other_s", b.other_s}}}};
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,10 @@ constexpr double kF = 4;  // bytes per f32 (gradients, parameters and activation
 
 // One rank's chunks: per-micro-batch seconds of compute and of tensor-parallel communication.
 struct ChunkTime {
-  double fwd = 0, bwd = 0, recompute = 0, tp_fwd = 0, tp_bwd = 0, cp_fwd = 0, cp_bwd = 0;
+  double fwd = 0, bwd = 0, recompute = 0, tp_fwd = 0, tp_bwd = 0, cp_fwd = 0, cp_bwd = 0, ep_fwd = 0, ep_bwd = 0;
+  // The exchanges inside the layers (tp, cp, ep), which nothing overlaps.
+  double comm_fwd() const { return tp_fwd + cp_fwd + ep_fwd; }
+  double comm_bwd() const { return tp_bwd + cp_bwd + ep_bwd; }
   double params = 0;          // elements of the chunk's (tp-shard) parameters
   double largest_unit = 0;    // elements of its largest layer (ZeRO's unit, DataParallel's bucket floor)
   bool holds_wte = false;
@@ -51,7 +55,7 @@ double attention_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw,
 }
 
 RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, const HardwareSpec& hw,
-                   const LinkSpec& tp_link, const LinkSpec& cp_link) {
+                   const LinkSpec& tp_link, const LinkSpec& cp_link, const LinkSpec& ep_link) {
   const ModelConfig& m = cfg.model;
   const int tp = lay.grid.tp, cp = lay.grid.cp;
   const bool sp = lay.sequence_parallel && tp > 1;
@@ -108,6 +112,17 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
       t.cp_fwd = layers * pair;
       t.cp_bwd = layers * pair + (cfg.train.recompute == Recompute::full ? layers * pair : 0);
     }
+    if (lay.grid.ep > 1) {
+      // Per MoE layer: the dispatched rows (B T K slots dropless, fewer under a capacity, C wide) to
+      // the experts' owners and the outputs back; backward moves their gradients the same way.
+      const int64_t N = B * T, cap = m.moe_capacity(N);
+      const int64_t slots = cap > 0 ? std::min(N * m.moe_top_k, m.moe_experts * cap) : N * m.moe_top_k;
+      const double pair = 2 * all_to_all_s(kF * static_cast<double>(slots * m.d_model), lay.grid.ep, ep_link);
+      int moe_layers = 0;
+      for (int l = first; l < last; ++l) moe_layers += m.is_moe_layer(l) ? 1 : 0;
+      t.ep_fwd = moe_layers * pair;
+      t.ep_bwd = moe_layers * pair;
+    }
     r.chunks.push_back(t);
   }
   return r;
@@ -117,8 +132,10 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
 
 std::string StepTimePrediction::describe() const {
   const StepTimeBreakdown& b = breakdown;
-  char cp_part[32] = "";
+  char cp_part[48] = "", ep_part[24] = "";
   if (b.cp_s > 0) std::snprintf(cp_part, sizeof cp_part, "cp %.3g, ", b.cp_s);
+  if (b.ep_s > 0) std::snprintf(ep_part, sizeof ep_part, "ep %.3g, ", b.ep_s);
+  std::strncat(cp_part, ep_part, sizeof cp_part - std::strlen(cp_part) - 1);
   char buf[352];
   std::snprintf(buf, sizeof buf,
                 "step %.4g s, %.4g tokens/s (compute %.3g s [recompute %.3g], bubble %.3g, tp %.3g, %spp %.3g, "
@@ -135,30 +152,32 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   const GridShape& g = lay.grid;
   const int M = static_cast<int>(cfg.train.grad_accum), P = g.pp, zero = cfg.parallel.zero;
   const LinkSpec tp_link = group_link(hw, g, GridAxis::tp), dp_link = group_link(hw, g, GridAxis::dp),
-                 pp_link = group_link(hw, g, GridAxis::pp), cp_link = group_link(hw, g, GridAxis::cp);
+                 pp_link = group_link(hw, g, GridAxis::pp), cp_link = group_link(hw, g, GridAxis::cp),
+                 ep_link = group_link(hw, g, GridAxis::ep);
   // The dense gradients are averaged (and ZeRO-sharded) over dp x cp (Grid::param_replicas()).
   const int replicas = g.replica_size();
   std::vector<RankTime> ranks;
-  for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link, cp_link));
+  for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link, cp_link, ep_link));
 
   // Compute, tp and the pipeline: each stage's micro-batches through the schedule.
-  std::vector<double> compute(P, 0), tp(P, 0), cpc(P, 0), recompute(P, 0), finish(P, 0);
+  std::vector<double> compute(P, 0), tp(P, 0), cpc(P, 0), epc(P, 0), recompute(P, 0), finish(P, 0);
   for (int s = 0; s < P; ++s)
     for (const ChunkTime& c : ranks[s].chunks) {
       compute[s] += M * (c.fwd + c.bwd);
       recompute[s] += M * c.recompute;
       tp[s] += M * (c.tp_fwd + c.tp_bwd);
       cpc[s] += M * (c.cp_fwd + c.cp_bwd);
+      epc[s] += M * (c.ep_fwd + c.ep_bwd);
     }
   StepTimeBreakdown b;
   int slow = 0;
   if (P == 1) {
-    finish[0] = compute[0] + tp[0] + cpc[0];
+    finish[0] = compute[0] + tp[0] + cpc[0] + epc[0];
   } else {
     const auto schedules = make_all_pipeline_schedules(lay.schedule, lay.pipe);
     auto cost = [&](int r, const PipeAction& a) {
       const ChunkTime& c = ranks[r].chunks[static_cast<size_t>(a.chunk)];
-      return a.op == PipeOp::forward ? c.fwd + c.tp_fwd + c.cp_fwd : c.bwd + c.tp_bwd + c.cp_bwd;
+      return a.op == PipeOp::forward ? c.fwd + c.comm_fwd() : c.bwd + c.comm_bwd();
     };
     const double act = kF * static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len / g.cp * m.d_model);
     const PipelineSimulation with = simulate_pipeline(schedules, cost, point_to_point_s(act, pp_link));
@@ -175,9 +194,9 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
     const double bytes = kF * params;
     double bwd_window = 0, fwd_mb = 0, bwd_mb = 0, unit = 0;
     for (const ChunkTime& c : ranks[s].chunks) {
-      bwd_window += c.bwd + c.tp_bwd + c.cp_bwd;
-      fwd_mb += c.fwd + c.tp_fwd + c.cp_fwd;
-      bwd_mb += c.bwd + c.tp_bwd + c.cp_bwd;
+      bwd_window += c.bwd + c.comm_bwd();
+      fwd_mb += c.fwd + c.comm_fwd();
+      bwd_mb += c.bwd + c.comm_bwd();
       unit = std::max(unit, c.largest_unit);
     }
     if (replicas > 1) {
@@ -218,7 +237,8 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   b.recompute_s = recompute[slow];
   b.tp_s = tp[slow];
   b.cp_s = cpc[slow];
-  if (P > 1) b.bubble_s = std::max(0.0, finish[slow] - compute[slow] - tp[slow] - cpc[slow] - b.pp_s);
+  b.ep_s = epc[slow];
+  if (P > 1) b.bubble_s = std::max(0.0, finish[slow] - compute[slow] - tp[slow] - cpc[slow] - epc[slow] - b.pp_s);
   b.dp_s = dp_exposed[slow];
   b.dp_total_s = dp_total[slow];
   b.optimizer_s = opt[slow];

@@ -37,12 +37,13 @@ struct StepTimeBreakdown {
   double bubble_s = 0;     // pipeline idle time (0 at pp = 1)
   double tp_s = 0;         // tensor-parallel communication (exposed: all of it)
   double cp_s = 0;         // context-parallel all-to-alls around attention (exposed: all of it)
+  double ep_s = 0;         // expert-parallel all-to-alls around the experts (exposed: all of it)
   double pp_s = 0;         // pipeline messages' exposed time
   double dp_s = 0;         // data-parallel / ZeRO communication left exposed after overlap
   double dp_total_s = 0;   // the same before overlap (what the dp group moves, in seconds)
   double optimizer_s = 0;
   double other_s = 0;
-  double sum() const { return compute_s + bubble_s + tp_s + cp_s + pp_s + dp_s + optimizer_s + other_s; }
+  double sum() const { return compute_s + bubble_s + tp_s + cp_s + ep_s + pp_s + dp_s + optimizer_s + other_s; }
 };
 
 struct StepTimePrediction {

@@ -269,6 +269,16 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     std::snprintf(buf, sizeof buf, "; context-parallel exchanges %.2f%% of step time", 100 * c.cp_exposed_s / c.timed_s);
     mp_traffic += buf;
   }
+  if (run.ep_hooks && c.steps_this_run > 0) {  // the dispatch exchanges (evaluation included)
+    const ExpertExchangeStats& x = run.ep_hooks->stats();
+    const double steps = static_cast<double>(c.steps_this_run);
+    const double step_s = c.timed_steps > 0 ? c.timed_s / static_cast<double>(c.timed_steps) : 0.0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; expert-parallel all-to-all %.3f MiB/step sent per rank (+%.3f kept), %.2f%% of step time",
+                  static_cast<double>(x.bytes_sent) / 1048576.0 / steps, static_cast<double>(x.bytes_kept) / 1048576.0 / steps,
+                  step_s > 0 ? 100 * x.seconds / steps / step_s : 0.0);
+    mp_traffic += buf;
+  }
   // Predicted vs measured (train/step_time_report.h): a line after the summary (not under --quiet,
   // which prints the summary line only) and an event in metrics.jsonl.
   const double n = static_cast<double>(std::max<int64_t>(c.timed_steps, 1));
@@ -288,7 +298,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     std::printf("%s: %lld steps, %.0f tok/s, loader wait %.2f%% of step time, exposed communication %.2f%%, "
                 "data-parallel traffic %.2f MiB/step per rank (ring model)%s\n",
                 s.stop_signal ? "stopped early (preempted)" : "done", (long long)run.state.step, s.tokens_per_s, 100 * s.loader_wait_fraction,
-                100 * s.exposed_comm_fraction, mib_per_step(run.grid->dp(), c.dp_traffic_at_start),
+                100 * s.exposed_comm_fraction, mib_per_step(run.grid->param_replicas(), c.dp_traffic_at_start),
                 mp_traffic.c_str());
   if (run.lead && !run.opts.json_summary && !run.opts.quiet && run.prediction && c.timed_steps > 0)
     std::printf("%s\n", predicted_vs_measured_line(*run.prediction, m).c_str());

@@ -30,7 +30,7 @@ std::string fmt(const char* f, double v) {
 }
 
 // The time of the step's parts that the runner runs (everything but the dp reduction, optimizer, other).
-double predicted_runner_s(const StepTimeBreakdown& b) { return b.compute_s + b.bubble_s + b.tp_s + b.cp_s + b.pp_s; }
+double predicted_runner_s(const StepTimeBreakdown& b) { return b.compute_s + b.bubble_s + b.tp_s + b.cp_s + b.ep_s + b.pp_s; }
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include "data/sample_ledger.h"
 #include "parallel/compression_sync.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/local_sgd.h"
 #include "parallel/param_server.h"
 #include "train/anomaly_guard.h"
@@ -62,7 +63,8 @@ struct TrainingRun {
 
   StepParts step_parts();
   ParamStore& store() { return *stores.front(); }
-  int64_t dp_size() const { return grid->shape().dp; }
+  // Ranks reading different data (dp x ep): the global batch's divisor.
+  int64_t data_ranks() const { return grid->shape().data_size(); }
   double tokens_per_step() const;
 
   const RunConfig& cfg;
@@ -88,6 +90,7 @@ struct TrainingRun {
   std::vector<std::unique_ptr<ParamStore>> stores;  // one per model chunk on this rank (V if interleaved)
   std::unique_ptr<TensorParallelHooks> tp_hooks;    // tp > 1: the models' all-reduces over grid->tp()
   std::unique_ptr<ContextParallel> cp_hooks;        // cp > 1: the models' exchanges over grid->cp()
+  std::unique_ptr<ExpertParallel> ep_hooks;         // ep > 1: the MoE layers' exchanges over grid->ep()
   double cp_exposed_s() const { return cp_hooks ? cp_hooks->exposed_s() : 0.0; }
   std::unique_ptr<GradientSync> sync;   // a training rank's gradient strategy (null on a parameter server)
   std::unique_ptr<ParamServer> server;  // parallel.mode = "ps": a server rank's shards (null elsewhere)

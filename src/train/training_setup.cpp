@@ -66,11 +66,11 @@ Status open_dataset(TrainingRun& run) {
   return Status::ok_status();
 }
 
-// Train and validation loaders over this rank's dp slice.
+// Train and validation loaders over this rank's data slice (dp x ep ranks read different data).
 Status open_loaders(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const int B = static_cast<int>(cfg.train.micro_batch), T = static_cast<int>(cfg.data.seq_len);
-  const int dp_rank = run.grid->coord().dp, dp_size = run.grid->shape().dp;
+  const int dp_rank = run.grid->data_rank(), dp_size = run.grid->shape().data_size();
   // Context parallelism: the ranks of a cp group read the same sequences, each its own positions
   // (under ring attention two balanced pieces of each).
   const SequenceChunk chunk{run.grid->coord().cp, run.grid->shape().cp,
@@ -164,6 +164,7 @@ Status build_training_model(TrainingRun& run) {
   }
   if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(*run.backend, grid.tp(), lay.sequence_parallel);
   if (grid.shape().cp > 1) run.cp_hooks = std::make_unique<ContextParallel>(grid.cp(), lay.cp_mode);
+  if (grid.shape().ep > 1) run.ep_hooks = std::make_unique<ExpertParallel>(grid.ep());
   if (mc.tied_embeddings && pp_size > 1) {  // collective over the grid's ranks (a PS run: the workers only)
     const bool ends = stage == 0 || stage == pp_size - 1;
     GridCoord first_stage = grid.coord();  // one group per (dp, cp, tp): its first and last stage
@@ -176,6 +177,7 @@ Status build_training_model(TrainingRun& run) {
   const Precision precision = cfg.train.precision;
   TensorParallelHooks* hooks = run.tp_hooks.get();
   ContextParallelHooks* cp_hooks = run.cp_hooks.get();
+  ExpertParallelHooks* ep_hooks = run.ep_hooks.get();
   // Context parallelism: the models run on this rank's seq_len / cp positions.
   const int64_t model_seq_len = cfg.data.seq_len / grid.shape().cp;
   DataLoader* loader = run.loader.get();
@@ -204,7 +206,8 @@ Status build_training_model(TrainingRun& run) {
       run.local_sgd.push_back({local.get(), local_sgd_key_prefix(whole_replica, stage, chunk, grid.coord().tp)});
       return local;
     }
-    // The dense parameters' replicas: dp, and the cp ranks sharing each sequence (= dp at cp = 1).
+    // The parameters' replicas: dp, the cp ranks sharing each sequence and the ep ranks (whose
+    // experts' gradients are zero except at their owner): dp at cp = ep = 1.
     Communicator& replicas = grid.param_replicas();
     if (zero > 0)
       return std::make_unique<ZeroSharded>(*run.backend, replicas, store, cfg.optim, zero,
@@ -218,10 +221,11 @@ Status build_training_model(TrainingRun& run) {
   };
   auto sync = std::make_unique<ModelParallelSync>(*run.backend, groups, chunks, make_part);
   ModelParallelSync* s = sync.get();
-  auto configure = [s, hooks, cp_hooks, zero, precision](int chunk, Transformer& model) {
+  auto configure = [s, hooks, cp_hooks, ep_hooks, zero, precision](int chunk, Transformer& model) {
     model.set_precision(precision);
     if (hooks) model.set_tensor_parallel_hooks(hooks);
     if (cp_hooks) model.set_context_parallel_hooks(cp_hooks);
+    if (ep_hooks) model.set_expert_parallel_hooks(ep_hooks);
     ReplicaSync* part = &s->chunk_sync(chunk);
     model.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
     if (zero >= 3) model.set_layer_callback([part](Transformer::LayerEvent e, int layer) { part->on_layer_event(e, layer); });
@@ -280,10 +284,10 @@ Status open_sample_ledger(TrainingRun& run) {
   if (c.tp != 0 || c.pp != 0 || c.cp != 0) return Status::ok_status();
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
-  LedgerRun line{hex, run.state.step, run.dp_size(), run.cfg.train.micro_batch, run.cfg.train.seed,
+  LedgerRun line{hex, run.state.step, run.data_ranks(), run.cfg.train.micro_batch, run.cfg.train.seed,
                  run.loader->windows_per_epoch()};
   TS_ASSIGN_OR_RETURN(SampleLedgerWriter w,
-                      SampleLedgerWriter::open(run.cfg.train.out_dir, hex, c.dp, run.lead ? &line : nullptr));
+                      SampleLedgerWriter::open(run.cfg.train.out_dir, hex, run.grid->data_rank(), run.lead ? &line : nullptr));
   run.ledger.emplace(std::move(w));
   return Status::ok_status();
 }
@@ -319,15 +323,15 @@ void print_banner(const TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const ModelConfig& mc = cfg.model;
   std::printf("tessera: %s (%s, %.2fM parameters), %d rank(s) x %d thread(s), global batch %lld tokens "
-              "(%lld x %lld x %lld accum x %lld dp), steps %lld%s\n",
+              "(%lld x %lld x %lld accum x %lld %s), steps %lld%s\n",
               mc.name.c_str(), std::string(arch_name(mc.arch)).c_str(), mc.num_parameters() / 1e6, run.world.size(),
               run.threads, (long long)cfg.train.batch_tokens, (long long)cfg.train.micro_batch,
-              (long long)cfg.data.seq_len, (long long)cfg.train.grad_accum, (long long)run.dp_size(),
+              (long long)cfg.data.seq_len, (long long)cfg.train.grad_accum, (long long)run.data_ranks(), run.layout.grid.ep > 1 ? "dp x ep" : "dp",
               (long long)cfg.train.steps,
               run.opts.resume ? (", resuming after step " + std::to_string(run.state.step)).c_str() : "");
   std::printf("tessera: CPU kernels %s\n", cpu_isa_summary().c_str());
   const GridShape& g = run.layout.grid;
-  if (g.tp > 1 || g.pp > 1) std::printf("tessera: layout %s\n", run.layout.describe().c_str());
+  if (g.tp > 1 || g.pp > 1 || g.cp > 1 || g.ep > 1) std::printf("tessera: layout %s\n", run.layout.describe().c_str());
   std::fflush(stdout);
 }
 
@@ -363,7 +367,7 @@ StepParts TrainingRun::step_parts() {
 }
 
 double TrainingRun::tokens_per_step() const {
-  return static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len * cfg.train.grad_accum * dp_size());
+  return static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len * cfg.train.grad_accum * data_ranks());
 }
 
 Status restore_strategy_state(TrainingRun& run) {
@@ -457,7 +461,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   }
   run->summary.first_step = run->state.step;
   run->clock.run_start = Timeline::now_s();
-  run->clock.dp_traffic_at_start = run->grid->dp().traffic_bytes();
+  run->clock.dp_traffic_at_start = run->grid->param_replicas().traffic_bytes();
   run->clock.tp_traffic_at_start = run->grid->tp().traffic_bytes();
   run->clock.pp_traffic_at_start = run->grid->pp().traffic_bytes();
   run->heartbeat.beat("train", run->state.step);

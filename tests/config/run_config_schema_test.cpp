@@ -93,6 +93,7 @@ stage_layers = [1, 2]
 sequence_parallel = true
 cp = 2
 cp_mode = "ring"
+ep = 2
 layout = "auto"
 mode = "ps"
 
@@ -142,7 +143,7 @@ TEST(RunConfigSchema, EveryRowRoundTripsThroughToml) {
 }
 
 TEST(RunConfigSchema, JsonOnlyKeysAreNotTomlKeys) {
-  EXPECT_EQ(to_json(parse_ok(kEveryKey))["train"]["grad_accum"], 4);  // 576 / (3 * 24 * 2)
+  EXPECT_EQ(to_json(parse_ok(kEveryKey))["train"]["grad_accum"], 2);  // 576 / (3 * 24 * dp 2 * ep 2)
   for (const char* text : {"[train]\ngrad_accum = 2\n", "[model]\nnum_parameters = 2\n", "[model]\nname = \"x\"\n"}) {
     auto r = parse_run_config(kMinimal + text, {}, "test.toml");
     ASSERT_FALSE(r.ok()) << text;

@@ -9,6 +9,7 @@
 
 #include "core/memory.h"
 #include "model/context_parallel_hooks.h"
+#include "model/expert_parallel_hooks.h"
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
@@ -150,9 +151,25 @@ TEST(MemoryPlan, ActivationFormulaCountsContextParallelBuffers) {
   }
 }
 
+// A fake ep group member, only so a Transformer allocates its expert-parallel buffers.
+class ExpertParallelShape final : public ExpertParallelHooks {
+ public:
+  explicit ExpertParallelShape(int size) : size_(size) {}
+  int ep_rank() const override { return size_ - 1; }
+  int ep_size() const override { return size_; }
+  void exchange_counts(const int32_t*, int32_t*, int64_t) override {}
+  void exchange_rows(const float*, const int64_t*, float*, const int64_t*, int64_t) override {}
+  Status status() const override { return Status(); }
+
+ private:
+  int size_;
+};
+
 // Mixture of experts (tp 1 only): routing and expert buffers per MoE layer, dropless and with a
-// capacity, MoE every other layer with a shared expert, over pipeline stages and recomputation.
+// capacity, MoE every other layer with a shared expert, over pipeline stages and recomputation;
+// under expert parallelism the experts' rows for the whole ep group and the receive buffers.
 TEST(MemoryPlan, ActivationFormulaCountsTheExperts) {
+  for (int ep : {1, 2, 4})
   for (int variant = 0; variant < 2; ++variant) {
     ModelConfig mc = model_preset("tiny-moe").value();
     mc.n_layer = 4;
@@ -165,9 +182,12 @@ TEST(MemoryPlan, ActivationFormulaCountsTheExperts) {
       for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
         ParamStore store(ParamLayout(mc, first, last));
         Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32, rc);
+        ExpertParallelShape ep_hooks(ep);
+        if (ep > 1) model.set_expert_parallel_hooks(&ep_hooks);
         EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
-                  transformer_activation_bytes(mc, store.layout(), 2, 32, false, rc))
-            << "variant " << variant << " layers [" << first << "," << last << ") " << recompute_name(rc);
+                  transformer_activation_bytes(mc, store.layout(), 2, 32, false, rc, 1, false, ep))
+            << "ep " << ep << " variant " << variant << " layers [" << first << "," << last << ") "
+            << recompute_name(rc);
       }
   }
 }

@@ -267,6 +267,27 @@ TEST(ParallelLayout, ContextParallelGridAndErrors) {
   EXPECT_HAS(plan_err(config({"parallel.cp=2", "train.local_steps=2"}), 2), "train.local_steps");
 }
 
+TEST(ParallelLayout, ExpertParallelGridAndErrors) {
+  const std::string moe = "model.preset=\"tiny-moe\"";  // 4 experts
+  const RunConfig cfg = config({moe, "parallel.dp=2", "parallel.ep=2", "parallel.pp=2", "train.micro_batch=2", "train.batch_tokens=1024"});
+  // ep ranks read different data: the global batch is micro_batch x seq_len x dp x ep (x grad_accum).
+  EXPECT_EQ(cfg.train.grad_accum, 1024 / (2 * 64 * 4));
+  const ParallelLayout l = plan_ok(cfg, 8);
+  EXPECT_EQ(l.grid.ep, 2);
+  EXPECT_EQ(l.grid.data_size(), 4);
+  EXPECT_EQ(l.grid.replica_size(), 4);
+  EXPECT_HAS(l.describe(), "ep=2");
+  plan_ok(config({moe, "parallel.ep=4"}), 4);  // one expert per rank
+  const std::string world = plan_err(config({moe, "parallel.ep=2"}), 4);
+  EXPECT_HAS(world, "parallel.ep=2");
+  EXPECT_HAS(world, "needs 2 ranks");
+  EXPECT_HAS(plan_err(config({moe, "parallel.ep=3"}), 3), "does not divide model.moe_experts = 4");
+  EXPECT_HAS(plan_err(config({"parallel.ep=2"}), 2), "the model is dense (model.moe_experts = 0)");
+  EXPECT_HAS(plan_err(config({moe, "parallel.ep=2", "parallel.cp=2"}), 4), "use parallel.ep or parallel.cp");
+  EXPECT_HAS(plan_err(config({moe, "parallel.ep=2", "train.local_steps=2"}), 2), "train.local_steps");
+  EXPECT_HAS(plan_err(config({moe, "parallel.ep=2", "comm.compression=\"bf16\""}), 2), "comm.compression");
+}
+
 TEST(ParallelLayout, ParamServerWorkersAreModelParallelReplicas) {
   // 5 ranks with 1 server: 4 workers = dp 2 x tp 2; the grid spans the workers only.
   ParallelLayout l = plan_ok(config({"parallel.mode=ps", "parallel.dp=2", "parallel.tp=2", "train.batch_tokens=512"}), 5);

@@ -53,6 +53,11 @@ const std::vector<Case>& cases() {
       {{"parallel.cp=2", "comm.compression=bf16"}, "parallel.cp = 2 with comm.compression = \"bf16\""},
       {{"parallel.cp=2", "model.preset=tiny-moe", "model.moe_capacity_factor=1.5"},
        "parallel.cp = 2 with model.moe_capacity_factor = 1.5"},
+      {{"parallel.ep=2", "model.preset=tiny-moe", "parallel.mode=ps"}, "parallel.ep = 2 with parallel.mode = \"ps\""},
+      {{"parallel.ep=2", "model.preset=tiny-moe", "train.local_steps=2"}, "parallel.ep = 2 with train.local_steps = 2"},
+      {{"parallel.ep=2", "model.preset=tiny-moe", "comm.compression=bf16"},
+       "parallel.ep = 2 with comm.compression = \"bf16\""},
+      {{"parallel.ep=2", "model.preset=tiny-moe", "parallel.cp=2"}, "parallel.ep = 2 with parallel.cp = 2"},
   };
   return c;
 }

@@ -1,0 +1,44 @@
+// The expert-parallel seam of the transformer's mixture-of-experts layers (parallel.ep = p > 1).
+//
+// The p ranks of an ep group hold the same parameters (every expert: the replicated layout keeps
+// checkpoints, ZeRO and re-sharding unchanged) but read different data, like data-parallel ranks.
+// Rank r computes experts [r*E/p, (r+1)*E/p) of every MoE layer for the tokens all p ranks routed
+// there:
+//   1. each rank routes its own tokens (router, top-k, capacity: exactly as one process routes that
+//      micro-batch) and gathers the dispatched rows grouped by expert, so the rows for rank d's
+//      experts are one contiguous block;
+//   2. exchange_counts tells every rank how many rows of each of its experts come from each rank;
+//   3. exchange_rows (all-to-all with variable counts) sends each block to its experts' owner;
+//   4. the owner runs its experts over each source's rows, and a second exchange_rows returns the
+//      outputs, which the source combines with its router weights.
+// Backward mirrors 3 and 4: the output gradients go to the owner, which accumulates its experts'
+// weight gradients over every source and sends the input gradients home. A rank's gradient of an
+// expert it does not own stays zero, so the gradient average over Grid::param_replicas() (dp x ep)
+// gives every rank the one-process gradient of every expert.
+//
+// The communicating implementation is parallel/expert_parallel.h (ExpertParallel). Errors as in
+// tensor_parallel_hooks.h: the first failure is recorded, later exchanges are skipped, status()
+// reports it and the caller checks Transformer::ep_status() after each forward and backward.
+#pragma once
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace tessera {
+
+class ExpertParallelHooks {
+ public:
+  virtual ~ExpertParallelHooks() = default;
+  virtual int ep_rank() const = 0;
+  virtual int ep_size() const = 0;
+  // Every rank sends n int32 to each rank (block d of `send` to rank d); block s of `recv` comes from
+  // rank s. Host memory.
+  virtual void exchange_counts(const int32_t* send, int32_t* recv, int64_t n) = 0;
+  // send_rows[d] rows of `width` floats to rank d (send holds the blocks in rank order); recv gets
+  // recv_rows[s] rows from rank s, in rank order. The buffers do not overlap.
+  virtual void exchange_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
+                             int64_t width) = 0;
+  virtual Status status() const = 0;
+};
+
+}  // namespace tessera
