@@ -2,7 +2,7 @@
 # Model-parallel layouts side by side on the same global batch (bench-small, micro_batch 4, seq_len 128,
 # 4 micro-batches per step = 2048 tokens), 1 thread per rank:
 #   1 rank (reference) | tp=2 | tp=2 + sequence_parallel | pp=2 gpipe | pp=2 1f1b | pp=2 interleaved V=2
-#   (automatic split, and stage_layers=2,1,2,1, which balances the two ranks' total work) | dp=2
+#   (automatic split, and stage_layers=2,1,2,1, which balances the two ranks' total work) | pp=2 zb-h1 | dp=2
 # Per layout: step time (median of the per-step times in metrics.jsonl, first step excluded, in the best
 # of REPS interleaved repetitions: on a shared machine noise only ever slows a run), tokens/s and the ratio
 # to 1 rank; the trainer's "done:" tok/s per rep;
@@ -11,11 +11,12 @@
 # (waiting = bubble + communication), in "grad sync wait" (the last stage's tail of the bubble shows up
 # there: the tied-embedding gradient waits for stage 0's last backward) and not computing (the bubble
 # as measured: 1 - forward/backward/optimizer share), against the ideal bubble (p-1)/(m+p-1)
-# (gpipe, 1f1b) or (p-1)/(V*m+p-1) (interleaved), m = train.grad_accum; and the overhead against a
+# (gpipe, 1f1b), (p-1)/(V*m+p-1) (interleaved) or (p-1)/(3m+p-1) (zb-h1, its three passes costing the
+# same), m = train.grad_accum, with zb-h1's idle time per step against 1F1B's; and the overhead against a
 # perfect split of the 1-rank step, 1 - T1 / (p * Tpp).
 # Writes bench/results/model_parallel.json (+ the rep-1 pipeline traces) and prints a table.
 # Usage: bench/model_parallel.sh [build_dir] [steps]
-#   (env: MODEL=bench-small SEQ=128 MB=4 ACCUM=4 REPS=2 BIND=core TIMEOUT=180;
+#   (env: MODEL=bench-small SEQ=128 MB=4 ACCUM=4 REPS=2 BIND=core TIMEOUT=180; ONLY=<regex>: those labels only;
 #    TABLE_ONLY=1 re-derives the table and summary from the runs stored in the JSON, running nothing)
 set -euo pipefail
 BUILD=${1:-build}
@@ -47,11 +48,13 @@ LAYOUTS=(  # label|ranks|overrides
   "pp2_1f1b|2|parallel.pp=2 parallel.schedule=1f1b"
   "pp2_interleaved_v2|2|parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2"
   "pp2_interleaved_v2_2121|2|parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 parallel.stage_layers=2,1,2,1"
+  "pp2_zb_h1|2|parallel.pp=2 parallel.schedule=zb-h1"
   "dp2|2|parallel.dp=2"
 )
 for rep in $(seq 1 "$REPS"); do
   for entry in "${LAYOUTS[@]}"; do
     IFS='|' read -r label np over <<< "$entry"
+    [[ $label =~ ${ONLY:-.} ]] || continue
     run=$TMP/${label}_r$rep
     trace=()
     [[ $label == pp* ]] && trace=(--trace "$run.trace.json")
@@ -104,10 +107,11 @@ def pipeline_waits(path):
             sp = lambda names: union([(e["ts"], min(b, e["ts"] + e["dur"])) for e in inside if e["name"] in names])
             step_us += b - a
             recv_us += length(sp({"recv activation", "recv gradient"}))
-            comp_us += length(sp({"forward", "backward", "optimizer"}))
+            comp_us += length(sp({"forward", "backward", "backward weights", "optimizer"}))
             sync_us += length(sp({"grad sync wait"}))
         n = max(1, len(ends) - 1)
-        res[r] = {"step_ms": step_us / n / 1e3, "recv_wait_share": recv_us / step_us if step_us else None,
+        res[r] = {"step_ms": step_us / n / 1e3, "idle_ms": (step_us - comp_us) / n / 1e3,
+                  "recv_wait_share": recv_us / step_us if step_us else None,
                   "compute_share": comp_us / step_us if step_us else None,
                   "grad_sync_wait_share": sync_us / step_us if step_us else None,
                   "not_computing_share": 1 - comp_us / step_us if step_us else None, "steps_used": len(ends) - 1}
@@ -145,6 +149,7 @@ for line in open(runs_txt):
 
 def ideal_bubble(label, p=2):
     if label.startswith("pp2_interleaved"): return (p - 1) / (2 * accum + p - 1)
+    if label.startswith("pp2_zb"): return (p - 1) / (3 * accum + p - 1)
     if label.startswith("pp2"): return (p - 1) / (accum + p - 1)
     return None
 
@@ -175,6 +180,7 @@ for label, rs in runs.items():
                                              for k in sorted(pipes[0])]
         row["stage_not_computing_share"] = [statistics.mean(p[k]["not_computing_share"] for p in pipes)
                                             for k in sorted(pipes[0])]
+        row["stage_idle_ms"] = [statistics.mean(p[k].get("idle_ms", 0.0) for p in pipes) for k in sorted(pipes[0])]
     rows.append(row)
 ref = next((r for r in rows if r["label"] == "1rank"), None)
 for row in rows:
@@ -204,6 +210,14 @@ print("vs 1 = 1-rank step / layout step; done tok/s = the trainer's done line, p
       "buffers (metrics mem_mb; other ranks log none); per stage (pipeline runs, traced, steps 2..N): idle = not in\n"
       "forward/backward/optimizer, recv = in recv activation/gradient, sync = in grad sync wait (best rep); vs perfect =\n"
       "1 - T1/(2 T), the pipeline's overhead against a perfect 2-way split of the 1-rank step")
+by = {r["label"]: r for r in rows}
+if "pp2_zb_h1" in by and "pp2_1f1b" in by and by["pp2_1f1b"].get("stage_idle_ms") and by["pp2_zb_h1"].get("stage_idle_ms"):
+    zb, ob = sum(by["pp2_zb_h1"]["stage_idle_ms"]), sum(by["pp2_1f1b"]["stage_idle_ms"])
+    by["pp2_zb_h1"]["idle_vs_1f1b"] = zb / ob if ob else None
+    print(f"zb-h1 idle time per step (sum over stages) {zb:.1f} ms against 1f1b's {ob:.1f} ms: "
+          f"{zb / ob:.2f}x (ideal 1/3 with equal pass costs); peak RSS per rank zb-h1 "
+          f"{'/'.join(f(x, '.0f') for x in by['pp2_zb_h1']['peak_rss_mb'])} MiB, 1f1b "
+          f"{'/'.join(f(x, '.0f') for x in by['pp2_1f1b']['peak_rss_mb'])} MiB")
 losses = {r["label"]: r["loss_last"] for r in rows}
 if len({round(x, 3) for v in losses.values() for x in v if x is not None}) > 1:
     print("note: last-step losses differ between layouts:", losses)

@@ -23,7 +23,8 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC);
 // dinp(N,C) += dout @ weight; dweight(OC,C) += dout^T @ inp; dbias(OC) += sum_rows(dout).
-// dinp / dbias may be null (skipped).
+// Any of dinp / dweight / dbias may be null (skipped): a split backward computes dinp in one call
+// and dweight, dbias in another, with the bits of the single call.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC);
 

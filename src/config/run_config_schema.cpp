@@ -164,7 +164,7 @@ KeyCheck pipeline_schedule_name_check() {
     const std::string& name = std::get<std::string>(v);
     Result<PipelineScheduleKind> kind = parse_pipeline_schedule(name);
     if (kind.ok()) return "";
-    return ": " + kind.status().message() + did_you_mean(name, {"gpipe", "1f1b", "interleaved"});
+    return ": " + kind.status().message() + did_you_mean(name, {"gpipe", "1f1b", "interleaved", "zb-h1"});
   };
 }
 // A string that must be one of `names` (with a suggestion for a near miss).
@@ -335,7 +335,7 @@ std::vector<SectionSpec> make_schema() {
             {holds([](double x) { return x > 0; }, " must be > 0")}, "gradient all-reduce bucket size"},
            // How the work is split, not the math: a change on --resume keeps the trajectory.
            {"schedule", enum_field(&RC::parallel, &PC::schedule, pipeline_schedule_name, parse_pipeline_schedule), kOk, {pipeline_schedule_name_check()},
-            "pipeline schedule: gpipe, 1f1b or interleaved (ignored at pp = 1)"},
+            "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1 (zero-bubble; ignored at pp = 1)"},
            {"virtual_stages", field(&RC::parallel, &PC::virtual_stages), kOk,
             {at_least(1), holds([](double x) { return x <= 1024; }, " is too large (max 1024)")},
             "model chunks per pipeline rank (interleaved: >= 2)"},

@@ -152,6 +152,17 @@ void Transformer::allocate_activations() {
     if (!is_first_stage()) a.stage_in = act_buffer(N * C);
     if (!is_last_stage()) a.stage_out = act_buffer(N * C);
   }
+  if (split_backward_)
+    for (int l = first_; l < last_; ++l) {
+      Acts::LinearOutputGrads g;
+      if (cfg_.has_dense_mlp(l)) {
+        g.d_mproj = act_buffer(N * C);
+        g.d_fc = act_buffer(N * FC);
+      }
+      g.d_proj = act_buffer(N * C);
+      g.d_qkv = act_buffer(N * Q);
+      a.deferred.push_back(std::move(g));
+    }
   if (cp_size_ > 1 && first_ < last_ && cp_ring_) {
     const int64_t KV = 2 * d.NKV * d.HS;
     for (Buffer& b : a.ring_kv) b = act_buffer(N * KV);
@@ -169,8 +180,18 @@ void Transformer::allocate_activations() {
   }
 }
 
+void Transformer::set_split_backward(bool split) {
+  if (split == split_backward_) return;
+  TS_CHECK(!split || (recompute_ == Recompute::none && !sp_))
+      << "a split backward reads each layer's saved linear inputs: it needs train.recompute = \"none\" and no "
+         "sequence parallelism";
+  split_backward_ = split;
+  allocate_activations();
+}
+
 void Transformer::set_recompute(Recompute recompute) {
   if (recompute == recompute_) return;
+  TS_CHECK(!split_backward_) << "a split backward needs train.recompute = \"none\"";
   recompute_ = recompute;
   allocate_activations();
 }
@@ -203,6 +224,8 @@ void Transformer::set_tensor_parallel_hooks(TensorParallelHooks* hooks) {
     const Status s = validate_sequence_parallel(B_ * T_, tp_size_);
     TS_CHECK(s.ok()) << "Transformer (micro_batch B = " << B_ << ", seq_len T = " << T_ << "): " << s.message();
   }
+  TS_CHECK(!(sp && split_backward_)) << "a split backward does not run sequence-parallel (its weight pass reads "
+                                         "each layer's whole linear inputs)";
   tp_ = h;
   if (sp != sp_) {
     sp_ = sp;

@@ -87,6 +87,15 @@ class Transformer {
   // loss_scale (e.g. 1/accumulation_steps). Requires a preceding forward with targets (last
   // stage) or a filled stage_output_grad() (non-last stage).
   void backward(float loss_scale = 1.f);
+  // Split backward (zero-bubble pipelines, parallel/pipeline_schedule.h zb_h1): backward() then
+  // computes the input gradients and the norms', embeddings' and MoE layers' parameter gradients,
+  // and keeps each layer's linear output gradients; backward_weights() adds the linear layers'
+  // weight and bias gradients (bitwise what the whole backward adds) and calls the grad-ready
+  // callback, layer by layer. Needs Recompute::none and no sequence parallelism (the weight pass
+  // reads each layer's saved linear inputs). Reallocates the activations.
+  void set_split_backward(bool split);
+  bool split_backward() const { return split_backward_; }
+  void backward_weights();
 
   // (B,T,logits_width()) logits of the last forward without targets: all V columns at tp size 1,
   // else this rank's vocabulary shard, columns [lo, lo + V/p) of the padded vocabulary
@@ -269,6 +278,7 @@ class Transformer {
   ExpertParallelHooks* ep_ = nullptr;  // null: every expert computed here
   int ep_size_ = 1;
   bool sp_ = false;  // sequence parallel (only at tp size > 1)
+  bool split_backward_ = false;
   Recompute recompute_ = Recompute::none;
   Precision precision_ = Precision::fp32;
   int64_t vocab_lo_ = 0, vocab_valid_ = 0;  // first vocabulary row of the shard; its non-padding rows

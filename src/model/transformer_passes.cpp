@@ -293,6 +293,17 @@ void Transformer::backward(float loss_scale) {
   // Under sequence parallelism only rank 0 takes the gradient of what only rank 0 added (the
   // row-parallel biases, wpe); without it every rank gets the same whole gradient, as before.
   auto rank0_grad = [&](float* g) { return sp_ && tp_rank_ != 0 ? nullptr : g; };
+  // A split backward leaves the linear layers' weight and bias gradients to backward_weights(),
+  // keeping the output gradient where it is (dlogits) or in the layer's `deferred` copy; the
+  // grad-ready callback is then that pass's.
+  const bool split = split_backward_;
+  auto now = [&](float* g) { return split ? nullptr : g; };
+  auto keep = [&](Buffer& copy, const float* dout, int64_t n) {
+    if (split) be_.copy(copy.as<float>(), dout, n);
+  };
+  auto layer_done = [&](int layer) {
+    if (!split) grad_ready(layer);
+  };
   // The input of a column-parallel linear for its weight gradient: the saved norm output (NS rows),
   // all-gathered again under sequence parallelism.
   auto column_input = [&](const float* saved, TpPoint point, int layer) -> const float* {
@@ -313,7 +324,7 @@ void Transformer::backward(float loss_scale) {
     const float* head_in = column_input(a.lnf.as<float>(), TpPoint::lm_head, L);
     zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, dln, w.dhead, nullptr, dlogits, head_in, w.head, N, C, V);
+      linear_backward(be_, precision_, dln, now(w.dhead), nullptr, dlogits, head_in, w.head, N, C, V);
     });
     tp.copy_to_region_backward({TpPoint::lm_head, L, dln, N, C});
     probe(ModelPass::backward, L, 0, "head", dln, N * C);
@@ -323,7 +334,7 @@ void Transformer::backward(float loss_scale) {
     });
     probe(ModelPass::backward, L, 1, "final_norm", dres, NS * C);
     a.have_dlogits = false;  // the logits buffer now holds scaled gradients: one backward per forward
-    grad_ready(L);
+    layer_done(L);
   } else {
     be_.copy(dres, a.output_grad.as<float>() + R0 * C, NS * C);
   }
@@ -357,11 +368,14 @@ void Transformer::backward(float loss_scale) {
     }
     // MLP branch: residual3 = residual2 + proj(act(fc(norm2(residual2)))) (dense or shared expert)
     // + moe(norm2(residual2)) (MoE layers); dres carries d residual3.
+    Acts::LinearOutputGrads* kept = split ? &a.deferred[static_cast<size_t>(l - first_)] : nullptr;
     if (c.has_dense_mlp(l)) {
       tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
+      if (kept) keep(kept->d_mproj, dres_full, N * C);
       zero(be_, a.dfch_act);
       profiled(prof, OpGroup::matmul, [&] {
-        linear_backward(be_, precision_, dfch_act, g.mproj_w, rank0_grad(g.mproj_b), dres_full, v.fch_act, p.mproj_w, N, F, C);
+        linear_backward(be_, precision_, dfch_act, now(g.mproj_w), now(rank0_grad(g.mproj_b)), dres_full, v.fch_act,
+                        p.mproj_w, N, F, C);
       });
       probe(ModelPass::backward, l, 0, "mlp_proj", dfch_act, N * F);
       zero(be_, a.dfch);
@@ -372,7 +386,10 @@ void Transformer::backward(float loss_scale) {
       probe(ModelPass::backward, l, 1, "activation", dfch, N * FC);
       const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
       zero(be_, a.dln);
-      profiled(prof, OpGroup::matmul, [&] { linear_backward(be_, precision_, dln, g.fc_w, g.fc_b, dfch, fc_in, p.fc_w, N, C, FC); });
+      if (kept) keep(kept->d_fc, dfch, N * FC);
+      profiled(prof, OpGroup::matmul, [&] {
+        linear_backward(be_, precision_, dln, now(g.fc_w), now(g.fc_b), dfch, fc_in, p.fc_w, N, C, FC);
+      });
       tp.copy_to_region_backward({TpPoint::mlp_fc, l, dln, N, C});
       probe(ModelPass::backward, l, 2, "mlp_fc", dln, N * C);
     } else {
@@ -391,9 +408,11 @@ void Transformer::backward(float loss_scale) {
     // gradient (and the norms'): replicated parameters get identical gradients everywhere (under
     // sequence parallelism: partial ones, see rank0_grad and the norms' NS rows).
     tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres_full, N, C});
+    if (kept) keep(kept->d_proj, dres_full, N * C);
     zero(be_, a.datty);
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, datty, g.proj_w, rank0_grad(g.proj_b), dres_full, v.atty, p.proj_w, N, A, C);
+      linear_backward(be_, precision_, datty, now(g.proj_w), now(rank0_grad(g.proj_b)), dres_full, v.atty, p.proj_w,
+                      N, A, C);
     });
     probe(ModelPass::backward, l, 5, "attn_proj", datty, N * A);
     zero(be_, a.dqkv);
@@ -415,9 +434,10 @@ void Transformer::backward(float loss_scale) {
     });
     probe(ModelPass::backward, l, 6, "attention", dqkv, N * Q);
     const float* qkv_in = column_input(v.ln1, TpPoint::attn_qkv, l);
+    if (kept) keep(kept->d_qkv, dqkv, N * Q);
     zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, dln, g.qkv_w, g.qkv_b, dqkv, qkv_in, p.qkv_w, N, C, Q);
+      linear_backward(be_, precision_, dln, now(g.qkv_w), now(g.qkv_b), dqkv, qkv_in, p.qkv_w, N, C, Q);
     });
     tp.copy_to_region_backward({TpPoint::attn_qkv, l, dln, N, C});
     probe(ModelPass::backward, l, 7, "qkv", dln, N * C);
@@ -425,7 +445,7 @@ void Transformer::backward(float loss_scale) {
       norm_backward(be_, llama, dres, g.ln1_w, g.ln1_b, dln + R0 * C, x, p.ln1_w, v.ln1_mean, v.ln1_rstd, NS, C);
     });
     probe(ModelPass::backward, l, 8, "ln1", dres, NS * C);
-    grad_ready(l);
+    layer_done(l);
   }
 
   if (is_first_stage()) {
@@ -441,11 +461,47 @@ void Transformer::backward(float loss_scale) {
                                         vocab_lo_ + V);
       });
     });
-    grad_ready(-1);
+    layer_done(-1);
   } else {
     if (sp_) tp.sequence_gather({TpPoint::stage_input, first_, dres_full, N, C});
     be_.copy(a.input_grad.as<float>(), dres_full, N * C);
   }
+}
+
+void Transformer::backward_weights() {
+  TS_CHECK(split_backward_) << "backward_weights() needs set_split_backward(true) and a backward() before it";
+  const Dims d = dims();
+  const int64_t N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC, V = d.V;
+  const Weights& w = *w_;
+  Acts& a = *acts_;
+  OpProfile& prof = profile_;
+  const int L = static_cast<int>(cfg_.n_layer);
+  // The same matmul_backward calls as the whole backward, without the input gradient (sequence
+  // parallelism is refused, so every rank owns its biases' whole gradient).
+  auto weights = [&](float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                     int64_t in_features, int64_t out_features) {
+    profiled(prof, OpGroup::matmul, [&] {
+      linear_backward(be_, precision_, nullptr, dweight, dbias, dout, inp, weight, N, in_features, out_features);
+    });
+  };
+  if (is_last_stage()) {
+    weights(w.dhead, nullptr, a.logits.as<float>(), a.lnf.as<float>(), w.head, C, V);
+    grad_ready(L);
+  }
+  for (int l = last_ - 1; l >= first_; --l) {
+    const LayerView v = layer_view(l);
+    const TensorPtrs& p = w.p[l - first_];
+    const TensorPtrs& g = w.g[l - first_];
+    const Acts::LinearOutputGrads& kept = a.deferred[static_cast<size_t>(l - first_)];
+    if (cfg_.has_dense_mlp(l)) {
+      weights(g.mproj_w, g.mproj_b, kept.d_mproj.as<float>(), v.fch_act, p.mproj_w, F, C);
+      weights(g.fc_w, g.fc_b, kept.d_fc.as<float>(), v.ln2, p.fc_w, C, FC);
+    }
+    weights(g.proj_w, g.proj_b, kept.d_proj.as<float>(), v.atty, p.proj_w, A, C);
+    weights(g.qkv_w, g.qkv_b, kept.d_qkv.as<float>(), v.ln1, p.qkv_w, C, Q);
+    grad_ready(l);
+  }
+  if (is_first_stage()) grad_ready(-1);
 }
 
 }  // namespace tessera

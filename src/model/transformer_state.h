@@ -94,6 +94,12 @@ struct Transformer::Acts {
   Buffer moe_dtopk_w;              // (N, K)
   Buffer moe_dlogits;              // (N, E)
   Buffer moe_dyr, moe_dxr;         // (R, C) expert parallelism: moe_dy / moe_dxd at the experts' owner
+  // Split backward only (set_split_backward): each owned layer's linear output gradients, kept from
+  // backward() to backward_weights(); d_mproj / d_fc only for layers with a dense MLP.
+  struct LinearOutputGrads {
+    Buffer d_mproj, d_fc, d_proj, d_qkv;  // (N, C) (N, FC) (N, C) (N, Q)
+  };
+  std::vector<LinearOutputGrads> deferred;
   Buffer output_grad;              // (N, C) gradient w.r.t. the stage output (non-last stage)
   Buffer input_grad;               // (N, C) gradient w.r.t. the stage input (non-first stage)
   // Sequence parallelism only (else empty):

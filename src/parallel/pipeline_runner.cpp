@@ -52,12 +52,14 @@ PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::ve
   TS_CHECK(static_cast<int>(chunks.size()) == shape_.virtual_stages)
       << chunks.size() << " model chunks for " << shape_.virtual_stages << " virtual stages";
   actions_ = make_pipeline_schedule(kind, shape_, stage_);
+  split_ = splits_backward(actions_);
   models_.resize(chunks.size());
   for (size_t c = 0; c < chunks.size(); ++c) {
     const int n = activation_slots(actions_, static_cast<int>(c));
     for (int i = 0; i < n; ++i) {
       auto slot = std::make_unique<Slot>();
       slot->model = std::make_unique<Transformer>(backend, cfg, *chunks[c], B, T, recompute);
+      slot->model->set_split_backward(split_);
       configure(static_cast<int>(c), *slot->model);
       models_[c].push_back(std::move(slot));
     }
@@ -125,17 +127,25 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
     }
     case PipeOp::backward: {
       TimelineSpan span(timeline, "backward", "compute");
-      if (!replaying_) reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);  // the chunk's last backward communicates
+      // The chunk's last backward communicates the gradients (under a split backward: its weight pass).
+      if (!replaying_ && !split_) reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);
       if (probe_) probe_->begin_micro_batch(a.micro_batch);
       model.backward(micro_scale);  // the scale applies where the loss is; other stages get scaled gradients
-      if (first_virtual(a.chunk)) release(a.micro_batch, a.chunk);  // nothing to send back
+      if (first_virtual(a.chunk) && !split_) release(a.micro_batch, a.chunk);  // nothing to send back
       return model_comm_status(model);
     }
     case PipeOp::send_gradient: {
       TimelineSpan span(timeline, "send gradient", "comm", 1);
       slot.sends.push_back(pp_.send_async(model.stage_input_grad(), act, DType::f32, a.peer_stage, kGradientTag));
-      release(a.micro_batch, a.chunk);
+      if (!split_) release(a.micro_batch, a.chunk);
       return Status::ok_status();
+    }
+    case PipeOp::weight: {  // the slot's activations are read for the last time
+      TimelineSpan span(timeline, "backward weights", "compute");
+      if (!replaying_) reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);
+      model.backward_weights();
+      release(a.micro_batch, a.chunk);
+      return model_comm_status(model);
     }
   }
   return Status::ok_status();

@@ -81,6 +81,7 @@ class PipelineRunner final : public MicroBatchRunner {
   std::vector<int32_t> inputs_, targets_;                   // the step's m micro-batches
   NumericsProbe* probe_ = nullptr;
   bool replaying_ = false;  // replay(): no gradient reduction
+  bool split_ = false;      // the schedule splits each backward into input- and weight-gradient passes (zb-h1)
   Buffer loss_sum_;  // one double on the device: the last stage's sum of the micro-batch losses
 };
 

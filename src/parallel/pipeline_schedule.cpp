@@ -1,4 +1,4 @@
-// Pipeline schedules as data: the compute order of GPipe, 1F1B and interleaved 1F1B for one stage,
+// Pipeline schedules as data: the compute order of GPipe, 1F1B, interleaved 1F1B and ZB-H1 for one stage,
 // expanded with the receives and sends around each compute; validation, description, peak memory.
 #include "parallel/pipeline_schedule.h"
 
@@ -11,14 +11,33 @@ namespace tessera {
 namespace {
 
 struct Compute {
-  bool forward;
+  PipeOp op;  // forward, backward or weight
   int micro_batch, chunk;
 };
 
 std::vector<Compute> gpipe_order(int m) {
   std::vector<Compute> order;
-  for (int i = 0; i < m; ++i) order.push_back({true, i, 0});
-  for (int i = 0; i < m; ++i) order.push_back({false, i, 0});
+  for (int i = 0; i < m; ++i) order.push_back({PipeOp::forward, i, 0});
+  for (int i = 0; i < m; ++i) order.push_back({PipeOp::backward, i, 0});
+  return order;
+}
+
+// ZB-H1: 1F1B's forwards and input-gradient backwards; stage s keeps up to `delay` = s weight passes
+// pending and runs the oldest whenever a backward adds one more, the rest after the last backward.
+std::vector<Compute> zb_h1_order(int m, int warmup, int delay) {
+  std::vector<Compute> order;
+  int next_weight = 0;
+  auto backward = [&](int k) {
+    order.push_back({PipeOp::backward, k, 0});
+    if (k + 1 - next_weight > delay) order.push_back({PipeOp::weight, next_weight++, 0});
+  };
+  for (int k = 0; k < warmup; ++k) order.push_back({PipeOp::forward, k, 0});
+  for (int k = 0; k < m - warmup; ++k) {
+    order.push_back({PipeOp::forward, k + warmup, 0});
+    backward(k);
+  }
+  for (int k = m - warmup; k < m; ++k) backward(k);
+  while (next_weight < m) order.push_back({PipeOp::weight, next_weight++, 0});
   return order;
 }
 
@@ -44,16 +63,19 @@ std::vector<Compute> compute_order(PipelineScheduleKind kind, const PipelineShap
       return gpipe_order(m);
     case PipelineScheduleKind::one_f_one_b:
       return one_f_one_b_order(
-          m, warmup, [](int k) { return Compute{true, k, 0}; }, [](int k) { return Compute{false, k, 0}; });
+          m, warmup, [](int k) { return Compute{PipeOp::forward, k, 0}; },
+          [](int k) { return Compute{PipeOp::backward, k, 0}; });
     case PipelineScheduleKind::interleaved: {
       // The k-th forward: groups of p micro-batches, each group through chunk 0, 1, ..., V-1.
       // The k-th backward: the same micro-batch order through the chunks in reverse.
       auto micro = [=](int k) { return k / (p * V) * p + k % p; };
       auto chunk = [=](int k) { return k % (p * V) / p; };
       return one_f_one_b_order(
-          m * V, warmup, [&](int k) { return Compute{true, micro(k), chunk(k)}; },
-          [&](int k) { return Compute{false, micro(k), V - 1 - chunk(k)}; });
+          m * V, warmup, [&](int k) { return Compute{PipeOp::forward, micro(k), chunk(k)}; },
+          [&](int k) { return Compute{PipeOp::backward, micro(k), V - 1 - chunk(k)}; });
     }
+    case PipelineScheduleKind::zb_h1:
+      return zb_h1_order(m, warmup, stage);
   }
   return {};
 }
@@ -70,8 +92,9 @@ Result<PipelineScheduleKind> parse_pipeline_schedule(std::string_view name) {
   if (name == "gpipe") return PipelineScheduleKind::gpipe;
   if (name == "1f1b") return PipelineScheduleKind::one_f_one_b;
   if (name == "interleaved") return PipelineScheduleKind::interleaved;
+  if (name == "zb-h1") return PipelineScheduleKind::zb_h1;
   return invalid_argument("unknown pipeline schedule '" + std::string(name) +
-                          "': use \"gpipe\", \"1f1b\" or \"interleaved\"");
+                          "': use \"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\"");
 }
 
 std::string_view pipeline_schedule_name(PipelineScheduleKind kind) {
@@ -79,6 +102,7 @@ std::string_view pipeline_schedule_name(PipelineScheduleKind kind) {
     case PipelineScheduleKind::gpipe: return "gpipe";
     case PipelineScheduleKind::one_f_one_b: return "1f1b";
     case PipelineScheduleKind::interleaved: return "interleaved";
+    case PipelineScheduleKind::zb_h1: return "zb-h1";
   }
   return "?";
 }
@@ -91,8 +115,15 @@ std::string_view pipe_op_name(PipeOp op) {
     case PipeOp::recv_gradient: return "recv_gradient";
     case PipeOp::backward: return "backward";
     case PipeOp::send_gradient: return "send_gradient";
+    case PipeOp::weight: return "weight";
   }
   return "?";
+}
+
+bool is_pipe_compute(PipeOp op) { return op == PipeOp::forward || op == PipeOp::backward || op == PipeOp::weight; }
+
+bool splits_backward(const std::vector<PipeAction>& actions) {
+  return std::any_of(actions.begin(), actions.end(), [](const PipeAction& a) { return a.op == PipeOp::weight; });
 }
 
 Status validate_pipeline_shape(PipelineScheduleKind kind, const PipelineShape& shape) {
@@ -128,6 +159,7 @@ int pipeline_warmup_forwards(PipelineScheduleKind kind, const PipelineShape& sha
     case PipelineScheduleKind::gpipe:
       return m;
     case PipelineScheduleKind::one_f_one_b:
+    case PipelineScheduleKind::zb_h1:
       return std::min(p - stage - 1, m);
     case PipelineScheduleKind::interleaved:
       // Every rank first fills V - 1 chunks of p micro-batches; earlier stages run two more
@@ -149,24 +181,27 @@ std::vector<PipeAction> make_pipeline_schedule(PipelineScheduleKind kind, const 
     const int virtual_stage = c.chunk * p + stage;
     const bool has_prev = virtual_stage > 0, has_next = virtual_stage < last_virtual;
     auto add = [&](PipeOp op, int peer) { actions.push_back({op, c.micro_batch, c.chunk, peer}); };
-    if (c.forward) {
+    if (c.op == PipeOp::forward) {
       if (has_prev) add(PipeOp::recv_activation, prev);
       add(PipeOp::forward, -1);
       if (has_next) add(PipeOp::send_activation, next);
-    } else {
+    } else if (c.op == PipeOp::backward) {
       if (has_next) add(PipeOp::recv_gradient, next);
       add(PipeOp::backward, -1);
       if (has_prev) add(PipeOp::send_gradient, prev);
+    } else {
+      add(PipeOp::weight, -1);
     }
   }
   return actions;
 }
 
 int peak_activations(const std::vector<PipeAction>& actions) {
+  const PipeOp last = splits_backward(actions) ? PipeOp::weight : PipeOp::backward;  // the micro-batch's last compute
   int held = 0, peak = 0;
   for (const PipeAction& a : actions) {
     if (a.op == PipeOp::forward) peak = std::max(peak, ++held);
-    if (a.op == PipeOp::backward) --held;
+    if (a.op == last) --held;
   }
   return peak;
 }
@@ -185,8 +220,9 @@ std::string describe_actions(const std::vector<PipeAction>& actions, bool with_c
       case PipeOp::send_activation: token = "sa"; break;
       case PipeOp::recv_gradient: token = "rg"; break;
       case PipeOp::send_gradient: token = "sg"; break;
+      case PipeOp::weight: token = "W"; break;
     }
-    const bool compute = a.op == PipeOp::forward || a.op == PipeOp::backward;
+    const bool compute = is_pipe_compute(a.op);
     if (!compute && !with_comm) continue;
     if (!out.empty()) out += ' ';
     out += token;
@@ -210,11 +246,12 @@ std::string describe(const std::vector<PipeAction>& actions) { return describe_a
 std::string describe_with_comm(const std::vector<PipeAction>& actions) { return describe_actions(actions, true); }
 
 int activation_slots(const std::vector<PipeAction>& actions, int chunk) {
+  const PipeOp last = splits_backward(actions) ? PipeOp::weight : PipeOp::backward;
   int now = 0, peak = 0;
   for (const PipeAction& a : actions) {
     if (a.chunk != chunk) continue;
     if (a.op == PipeOp::forward) peak = std::max(peak, ++now);
-    if (a.op == PipeOp::backward) --now;
+    if (a.op == last) --now;
   }
   return std::max(peak, 1);
 }

@@ -9,6 +9,13 @@
 //                the p*V-way layer split (global virtual stage = chunk * p + stage); forwards walk the
 //                micro-batches in groups of p, chunk by chunk, backwards the chunks in reverse. Warm-up
 //                is 2(p - s - 1) + (V - 1)p forwards. Needs m a multiple of p, p >= 2 and V >= 2.
+//   zb_h1        zero-bubble ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): 1F1B with
+//                each backward split into the input-gradient pass (backward, on the critical path)
+//                and the weight-gradient pass (weight); stage s runs each weight pass s backwards
+//                late (the rest at the end), so the weight passes fill the cool-down bubble. Every
+//                stage then holds at most p micro-batches (1F1B's stage 0: the same peak memory),
+//                and the bubble is (p - 1)(F + B - W) against 1F1B's (p - 1)(F + B + W): a third
+//                when the three passes cost the same. V = 1.
 //
 // Communication is explicit: the forward of (micro, chunk) is preceded by recv_activation from the
 // previous virtual stage's rank (unless it is virtual stage 0) and followed by send_activation to
@@ -44,14 +51,17 @@
 
 namespace tessera {
 
-enum class PipelineScheduleKind { gpipe, one_f_one_b, interleaved };
+enum class PipelineScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1 };
 
-// "gpipe" | "1f1b" | "interleaved"
+// "gpipe" | "1f1b" | "interleaved" | "zb-h1"
 Result<PipelineScheduleKind> parse_pipeline_schedule(std::string_view name);
 std::string_view pipeline_schedule_name(PipelineScheduleKind kind);
 
-enum class PipeOp { recv_activation, forward, send_activation, recv_gradient, backward, send_gradient };
+// backward: the whole backward, or under zb_h1 only its input-gradient part; weight: zb_h1's
+// weight-gradient pass of a micro-batch whose backward ran (no communication of its own).
+enum class PipeOp { recv_activation, forward, send_activation, recv_gradient, backward, send_gradient, weight };
 std::string_view pipe_op_name(PipeOp op);
+bool is_pipe_compute(PipeOp op);  // forward, backward or weight
 
 struct PipeAction {
   PipeOp op;
@@ -75,7 +85,8 @@ std::vector<PipeAction> make_pipeline_schedule(PipelineScheduleKind kind, const 
 // Megatron's warm-up length: forwards stage s runs before its first backward (capped at m * V).
 int pipeline_warmup_forwards(PipelineScheduleKind kind, const PipelineShape& shape, int stage);
 
-// Most (micro, chunk) activations held at once (forward done, backward not): how many activation
+// Most (micro, chunk) activations held at once (forward done, backward not; under zb_h1 until the
+// weight pass, which still reads the forward's activations): how many activation
 // buffers a runner needs. 1F1B: min(p - s, m); GPipe: m; interleaved: min(m V, warm-up + 1), each
 // chunk 1/V of the stage's layers, so stage 0 holds p + (p - 1)/V stages' worth against 1F1B's p.
 int peak_activations(const std::vector<PipeAction>& actions);
@@ -84,7 +95,10 @@ int peak_activations(const std::vector<PipeAction>& actions);
 // micro-batches between forward and backward at once, at least 1 (evaluation uses one).
 int activation_slots(const std::vector<PipeAction>& actions, int chunk);
 
-// "F0 B0 ...": computes only, forward "F<micro>", backward "B<micro>"; with chunks (any chunk > 0)
+// Whether the list splits its backwards (has weight actions): then a micro-batch is held until its weight pass.
+bool splits_backward(const std::vector<PipeAction>& actions);
+
+// "F0 B0 ...": computes only, forward "F<micro>", backward "B<micro>", weight pass "W<micro>"; with chunks (any chunk > 0)
 // every compute carries ".<chunk>", e.g. "F3.1".
 std::string describe(const std::vector<PipeAction>& actions);
 // Every action: computes as above, receives "ra<micro><from" / "rg<micro><from", sends

@@ -36,8 +36,11 @@ double PipelineSimulation::bubble_fraction() const {
 
 PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules, double forward_cost,
                                      double backward_cost) {
+  // A split backward: half of backward_cost in the input-gradient pass, half in the weight pass.
+  const bool split = !schedules.empty() && splits_backward(schedules[0]);
+  const double b = split ? backward_cost / 2 : backward_cost;
   return simulate_pipeline(
-      schedules, [&](int, const PipeAction& a) { return a.op == PipeOp::forward ? forward_cost : backward_cost; }, 0.0);
+      schedules, [&](int, const PipeAction& a) { return a.op == PipeOp::forward ? forward_cost : b; }, 0.0);
 }
 
 PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules,
@@ -61,7 +64,7 @@ PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>&
           sim.error = where(r, next[r], a) + ": no such peer";
           return sim;
         }
-        if (a.op == PipeOp::forward || a.op == PipeOp::backward) {
+        if (is_pipe_compute(a.op)) {
           const double c = cost(r, a);
           clock[r] += c;
           sim.busy += c;

@@ -23,11 +23,12 @@ struct PipelineSimulation {
 
 // schedules[r] is rank r's list (p = schedules.size()). A receive completes once its matching send
 // has been issued (zero latency); the k-th send a -> b of a kind must carry the (micro, virtual
-// stage) the k-th receive of that kind on b from a expects, else `error` names both.
+// stage) the k-th receive of that kind on b from a expects, else `error` names both. A split backward
+// (zb_h1) costs backward_cost / 2 in its input-gradient pass and as much in its weight pass.
 PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules,
                                      double forward_cost = 1, double backward_cost = 2);
 
-// The same with each compute's cost given per rank and action (forward/backward; e.g. the step-time
+// The same with each compute's cost given per rank and action (forward/backward/weight; e.g. the step-time
 // model's seconds for that rank's chunk) and each message arriving `message_s` after its send.
 PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>& schedules,
                                      const std::function<double(int rank, const PipeAction& compute)>& cost,
@@ -37,7 +38,8 @@ PipelineSimulation simulate_pipeline(const std::vector<std::vector<PipeAction>>&
 std::vector<std::vector<PipeAction>> make_all_pipeline_schedules(PipelineScheduleKind kind, const PipelineShape& shape);
 
 // Idle fraction of the whole step with each chunk's forward costing `forward_cost` and backward
-// `backward_cost` (scale-free). GPipe and 1F1B: (p-1)/(m+p-1); interleaved: (p-1)/(V m + p-1).
+// `backward_cost` (scale-free). GPipe and 1F1B: (p-1)/(m+p-1); interleaved: (p-1)/(V m + p-1);
+// ZB-H1 at forward = backward / 2: (p-1)/(3m+p-1), a third of 1F1B's idle time.
 double pipeline_bubble_fraction(PipelineScheduleKind kind, const PipelineShape& shape, double forward_cost = 1,
                                 double backward_cost = 2);
 

@@ -101,6 +101,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
   // sequence-parallel row shard when it sets the hooks, and again for context parallelism.
   k.alloc(MemCategory::activations, sizeof(double));  // PipelineRunner: the step's loss, on the device
   const std::vector<PipeAction> actions = make_pipeline_schedule(lay.schedule, lay.pipe, coord.pp);
+  const bool split = splits_backward(actions);  // the runner's models keep their linear output gradients
   for (int c = 0; c < V; ++c) {
     const int n = activation_slots(actions, c);
     r.slots.push_back(n);
@@ -110,7 +111,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
       auto reallocate = [&](bool rows_shard, Recompute mode, int cp_size, int ep_size) {
         for (int id : ids) k.free(id);
         ids.clear();
-        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode, cp_size, ring, ep_size))
+        for (int64_t f : activation_buffers(mc, layout, B, T, rows_shard, mode, cp_size, ring, ep_size, split))
           ids.push_back(k.alloc(MemCategory::activations, f * kF));
       };
       reallocate(false, recompute, 1, 1);
@@ -203,9 +204,11 @@ std::vector<int64_t> micro_batch_candidates(const RunConfig& cfg) {
 }  // namespace
 
 int64_t transformer_activation_bytes(const ModelConfig& cfg, const ParamLayout& layout, int64_t B, int64_t T,
-                                     bool sequence_parallel, Recompute recompute, int cp, bool ring, int ep) {
+                                     bool sequence_parallel, Recompute recompute, int cp, bool ring, int ep,
+                                     bool split_backward) {
   int64_t sum = 0;
-  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute, cp, ring, ep)) sum += f * kF;
+  for (int64_t f : activation_buffers(cfg, layout, B, T, sequence_parallel, recompute, cp, ring, ep, split_backward))
+    sum += f * kF;
   return sum;
 }
 

@@ -100,10 +100,11 @@ Status check_memory_budget(const RunConfig& cfg, int world_size);
 // The activation bytes one Transformer allocates (model/transformer.cpp, allocate_activations) for a
 // micro-batch (B, T) over `layout` (its layer range and tp shard), with or without sequence parallelism;
 // under context parallelism T is the rank's seq_len / cp positions (`ring`: ring attention's buffers);
-// under expert parallelism (ep) the experts' rows and receive buffers are ep x the slots.
+// under expert parallelism (ep) the experts' rows and receive buffers are ep x the slots;
+// split_backward: a zb-h1 model's kept linear output gradients.
 int64_t transformer_activation_bytes(const ModelConfig& cfg, const ParamLayout& layout, int64_t B, int64_t T,
                                      bool sequence_parallel, Recompute recompute = Recompute::none, int cp = 1,
-                                     bool ring = false, int ep = 1);
+                                     bool ring = false, int ep = 1, bool split_backward = false);
 
 std::string format_mib(int64_t bytes);  // "12.3"
 

@@ -26,7 +26,7 @@ ActDims act_dims(const ModelConfig& c, const ParamLayout& layout, int64_t B, int
 
 // The buffers allocate_activations makes, each as a number of floats (zero-sized ones allocate nothing).
 std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
-                                        bool sp, Recompute recompute, int cp, bool ring, int ep) {
+                                        bool sp, Recompute recompute, int cp, bool ring, int ep, bool split) {
   const ActDims d = act_dims(c, layout, B, T, sp && layout.tp().size > 1);
   const bool first = layout.first_layer() == 0, last = layout.last_layer() == c.n_layer;
   const int64_t N = d.N, NS = d.NS, C = d.C;
@@ -106,6 +106,11 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
     if (!first) f.push_back(N * C);    // stage_in
     if (!last) f.push_back(N * C);     // stage_out
   }
+  if (split)  // each layer's kept linear output gradients (struct Acts::LinearOutputGrads)
+    for (int l = 0; l < layers; ++l) {
+      if (c.has_dense_mlp(first_layer + l)) f.insert(f.end(), {N * C, N * d.FC});
+      f.insert(f.end(), {N * C, N * d.Q});
+    }
   if (cp > 1 && layers > 0 && ring) {
     // ring_kv x 2, ring_dkv x 2, ring_dkv_in (N, 2 NKV HS); ring_delta (N, NH); the key/value row table (int64)
     const int64_t kv_heads = d.Q / c.head_size() - d.NH, KV = kv_heads * c.head_size();

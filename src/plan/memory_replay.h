@@ -22,10 +22,12 @@ namespace tessera::memory_replay {
 // Every f32 buffer the Transformer allocates for a micro-batch (B, T) over `layout`, in elements, in
 // allocation order (model/transformer.cpp: struct Acts, allocate_activations). T is the rank's own
 // positions (seq_len / cp); ep > 1 sizes the experts' rows for ep x the slots and adds the
-// expert-parallel receive buffers; cp > 1 adds the context-parallel exchange buffers (Ulysses', or with
+// expert-parallel receive buffers; split_backward (zb-h1) each layer's kept linear output
+// gradients; cp > 1 adds the context-parallel exchange buffers (Ulysses', or with
 // `ring` ring attention's).
 std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
-                                        bool sp, Recompute recompute, int cp = 1, bool ring = false, int ep = 1);
+                                        bool sp, Recompute recompute, int cp = 1, bool ring = false, int ep = 1,
+                                        bool split_backward = false);
 
 // The machine's page size in bytes (Buffer's paged mode works in whole pages).
 int64_t page_bytes();

@@ -18,6 +18,7 @@ bool fp16(const RunConfig& c) { return c.train.precision == Precision::fp16; }
 
 bool context_parallel(const RunConfig& c) { return c.parallel.cp > 1; }
 bool expert_parallel(const RunConfig& c) { return c.parallel.ep > 1; }
+bool zero_bubble(const RunConfig& c) { return c.parallel.schedule == PipelineScheduleKind::zb_h1; }
 
 const std::vector<Refusal>& table() {
   static const std::vector<Refusal> rows = {
@@ -139,6 +140,37 @@ const std::vector<Refusal>& table() {
        [](const RunConfig& c) { return expert_parallel(c) && context_parallel(c); },
        "the two have not been composed yet (the dispatch would run over each cp position's ep group)",
        "use parallel.ep or parallel.cp, not both"},
+      {"parallel.schedule = \"zb-h1\" with train.recompute other than \"none\"",
+       {"parallel.schedule", "train.recompute"},
+       [](const RunConfig& c) { return zero_bubble(c) && c.train.recompute != Recompute::none; },
+       "the weight-gradient pass reads each layer's saved linear inputs, which recomputation does not keep",
+       "set train.recompute = \"none\", or parallel.schedule = \"1f1b\""},
+      {"parallel.schedule = \"zb-h1\" with parallel.sequence_parallel = true",
+       {"parallel.schedule", "parallel.sequence_parallel"},
+       [](const RunConfig& c) { return zero_bubble(c) && c.parallel.sequence_parallel && c.parallel.tp > 1; },
+       "the weight-gradient pass would have to all-gather each column-parallel input again",
+       "set parallel.sequence_parallel = false, or parallel.schedule = \"1f1b\""},
+      {"parallel.schedule = \"zb-h1\" with parallel.zero >= 2",
+       {"parallel.schedule", "parallel.zero"},
+       [](const RunConfig& c) { return zero_bubble(c) && c.parallel.zero >= 2; },
+       "ZeRO 2 and 3 reduce-scatter each micro-batch's gradients, which the weight passes complete out of order; "
+       "not composed yet",
+       "use parallel.zero = 1 (or 0), or parallel.schedule = \"1f1b\""},
+      {"parallel.schedule = \"zb-h1\" with parallel.mode = \"ps\"",
+       {"parallel.schedule", "parallel.mode"},
+       [](const RunConfig& c) { return zero_bubble(c) && parameter_server(c); },
+       "a parameter-server worker's pushes have not been composed with split backwards yet",
+       "use parallel.mode = \"allreduce\", or parallel.schedule = \"1f1b\""},
+      {"parallel.schedule = \"zb-h1\" with parallel.cp >= 2",
+       {"parallel.schedule", "parallel.cp"},
+       [](const RunConfig& c) { return zero_bubble(c) && context_parallel(c); },
+       "not composed yet",
+       "use parallel.schedule = \"1f1b\" with cp, or parallel.cp = 1"},
+      {"parallel.schedule = \"zb-h1\" with parallel.ep >= 2",
+       {"parallel.schedule", "parallel.ep"},
+       [](const RunConfig& c) { return zero_bubble(c) && expert_parallel(c); },
+       "not composed yet",
+       "use parallel.schedule = \"1f1b\" with ep, or parallel.ep = 1"},
   };
   return rows;
 }

@@ -21,6 +21,7 @@ constexpr double kF = 4;  // bytes per f32 (gradients, parameters and activation
 // One rank's chunks: per-micro-batch seconds of compute and of tensor-parallel communication.
 struct ChunkTime {
   double fwd = 0, bwd = 0, recompute = 0, tp_fwd = 0, tp_bwd = 0, cp_fwd = 0, cp_bwd = 0, ep_fwd = 0, ep_bwd = 0;
+  double weight = 0;  // the part of bwd a split backward runs in its weight pass (zb-h1; else 0)
   // The exchanges inside the layers (tp, cp, ep), which nothing overlaps.
   double comm_fwd() const { return tp_fwd + cp_fwd + ep_fwd; }
   double comm_bwd() const { return tp_bwd + cp_bwd + ep_bwd; }
@@ -47,11 +48,14 @@ void add_context_parallel(ChunkOps& ops, int cp) {
       if (op.cls == OpClass::attention) op.flops *= cp;
 }
 
-double attention_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, const std::string& prec) {
-  std::vector<OpCost> attention;
+double class_seconds(const std::vector<OpCost>& ops, OpClass cls, const HardwareSpec& hw, const std::string& prec) {
+  std::vector<OpCost> of_class;
   for (const OpCost& op : ops)
-    if (op.cls == OpClass::attention) attention.push_back(op);
-  return ops_seconds(attention, hw, prec);
+    if (op.cls == cls) of_class.push_back(op);
+  return ops_seconds(of_class, hw, prec);
+}
+double attention_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, const std::string& prec) {
+  return class_seconds(ops, OpClass::attention, hw, prec);
 }
 
 RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, const HardwareSpec& hw,
@@ -72,6 +76,9 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
     t.fwd = ops_seconds(ops.forward, hw, prec);
     t.bwd = ops_seconds(ops.backward, hw, prec);
     t.recompute = t.bwd - ops_seconds(plain.backward, hw, prec);
+    // A split backward (zb-h1): each linear's backward is two matmuls of equal FLOPs, the
+    // weight-gradient one in the weight pass.
+    if (lay.schedule == PipelineScheduleKind::zb_h1) t.weight = class_seconds(ops.backward, OpClass::matmul, hw, prec) / 2;
     const ParamLayout pl(m, first, last, TensorParallelShard{0, tp});
     t.params = static_cast<double>(pl.total_numel());
     t.largest_unit = static_cast<double>(pl.total_numel()) / std::max(1, last - first);
@@ -177,7 +184,8 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
     const auto schedules = make_all_pipeline_schedules(lay.schedule, lay.pipe);
     auto cost = [&](int r, const PipeAction& a) {
       const ChunkTime& c = ranks[r].chunks[static_cast<size_t>(a.chunk)];
-      return a.op == PipeOp::forward ? c.fwd + c.comm_fwd() : c.bwd + c.comm_bwd();
+      if (a.op == PipeOp::weight) return c.weight;
+      return a.op == PipeOp::forward ? c.fwd + c.comm_fwd() : c.bwd - c.weight + c.comm_bwd();
     };
     const double act = kF * static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len / g.cp * m.d_model);
     const PipelineSimulation with = simulate_pipeline(schedules, cost, point_to_point_s(act, pp_link));

@@ -323,7 +323,7 @@ TEST(RunConfig, PipelineKeyErrors) {
   // A schedule name that is not one gets the list and, when close, a suggestion.
   m = parse_err(kMinimal + "[parallel]\nschedule = \"1F1B\"\n");
   EXPECT_HAS(m, "test.toml:4: parallel.schedule: unknown pipeline schedule '1F1B'");
-  EXPECT_HAS(m, "\"gpipe\", \"1f1b\" or \"interleaved\"");
+  EXPECT_HAS(m, "\"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\"");
   EXPECT_HAS(m, "did you mean '1f1b'?");
   EXPECT_HAS(parse_err(kMinimal, {"parallel.schedule=interleave"}), "did you mean 'interleaved'?");
   EXPECT_EQ(parse_err(kMinimal, {"parallel.schedule=zzzzzzzzzz"}).find("did you mean"), std::string::npos);

@@ -19,7 +19,7 @@ using testing::ScheduleCase;
 using Kind = PipelineScheduleKind;
 
 TEST(PipelineSchedule, NamesRoundTrip) {
-  for (Kind kind : {Kind::gpipe, Kind::one_f_one_b, Kind::interleaved}) {
+  for (Kind kind : {Kind::gpipe, Kind::one_f_one_b, Kind::interleaved, Kind::zb_h1}) {
     auto parsed = parse_pipeline_schedule(pipeline_schedule_name(kind));
     ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
     EXPECT_EQ(*parsed, kind);
@@ -96,11 +96,16 @@ TEST(PipelineSchedule, EveryForwardOnceBeforeItsBackwardWithItsCommunication) {
     for (int s = 0; s < p; ++s) {
       SCOPED_TRACE(c.name() + " stage " + std::to_string(s));
       const std::vector<PipeAction> actions = make_pipeline_schedule(c.kind, c.shape, s);
-      std::map<std::pair<int, int>, int> forward_at, backward_at;
+      std::map<std::pair<int, int>, int> forward_at, backward_at, weight_at;
       size_t communication = 0;
       for (size_t i = 0; i < actions.size(); ++i) {
         const PipeAction& a = actions[i];
         ASSERT_TRUE(a.micro_batch >= 0 && a.micro_batch < m && a.chunk >= 0 && a.chunk < V);
+        if (a.op == PipeOp::weight) {  // no communication of its own, once, after its backward
+          EXPECT_EQ(a.peer_stage, -1);
+          ASSERT_TRUE(weight_at.emplace(std::pair{a.micro_batch, a.chunk}, static_cast<int>(i)).second) << "twice";
+          continue;
+        }
         if (a.op != PipeOp::forward && a.op != PipeOp::backward) {
           ++communication;
           continue;
@@ -128,6 +133,14 @@ TEST(PipelineSchedule, EveryForwardOnceBeforeItsBackwardWithItsCommunication) {
       ASSERT_EQ(forward_at.size(), static_cast<size_t>(m * V));
       ASSERT_EQ(backward_at.size(), static_cast<size_t>(m * V));
       for (const auto& [key, at] : forward_at) EXPECT_LT(at, backward_at.at(key));
+      // Only zb-h1 splits its backwards: every one has its weight pass after it, in micro-batch order.
+      ASSERT_EQ(weight_at.size(), c.kind == Kind::zb_h1 ? static_cast<size_t>(m * V) : 0u);
+      int previous_weight = -1;
+      for (const auto& [key, at] : weight_at) {
+        EXPECT_LT(backward_at.at(key), at);
+        EXPECT_LT(previous_weight, at);
+        previous_weight = at;
+      }
       // Receives and sends: 2 per (micro, chunk) and direction, minus the ends of the pipeline.
       const size_t ends = (s == 0 ? 1 : 0) + (s == p - 1 ? 1 : 0);  // virtual stage 0 / p V - 1 live here
       EXPECT_EQ(communication, static_cast<size_t>(m) * (2 * (2 * V - ends)));
@@ -135,7 +148,7 @@ TEST(PipelineSchedule, EveryForwardOnceBeforeItsBackwardWithItsCommunication) {
   }
 }
 
-// Activations held (forward done, backward not), in (micro, chunk) units. Interleaved bound
+// Activations held (forward done, backward not; zb-h1: weight pass not), in (micro, chunk) units. Interleaved bound
 // asserted (Megatron's warm-up + 1, capped at m V): each chunk is 1/V of the stage's layers, so it
 // is at most p + (p - 1)/V stages' worth on stage 0, against 1F1B's p.
 TEST(PipelineSchedule, PeakActivations) {
@@ -153,6 +166,9 @@ TEST(PipelineSchedule, PeakActivations) {
         case Kind::interleaved:
           EXPECT_EQ(peak, std::min(2 * (p - s - 1) + (V - 1) * p + 1, m * V));
           EXPECT_LE(peak, p * V + p - 1);  // p + (p - 1)/V stages' worth of activations
+          break;
+        case Kind::zb_h1:  // held until the weight pass: every stage at 1F1B's stage-0 peak, never above
+          EXPECT_EQ(peak, std::min(p, m));
           break;
       }
     }

@@ -52,7 +52,7 @@ TEST(PipelineSchedules, SendsMatchReceivesAcrossRanks) {
 // The deadlock test: every allowed (kind, p, m, V) with p <= 6, m <= 12, V <= 3 finishes on every rank.
 TEST(PipelineSchedules, NoDeadlockUnderTheRunnerRule) {
   const std::vector<ScheduleCase> cases = allowed_cases();
-  EXPECT_EQ(cases.size(), 72u + 72u + 34u);  // gpipe, 1f1b: V = 1; interleaved: p >= 2, V >= 2, p | m
+  EXPECT_EQ(cases.size(), 72u + 72u + 34u + 72u);  // gpipe, 1f1b, zb-h1: V = 1; interleaved: p >= 2, V >= 2, p | m
   for (const ScheduleCase& c : cases) {
     const PipelineSimulation sim = simulate_pipeline(make_all_pipeline_schedules(c.kind, c.shape));
     EXPECT_TRUE(sim.finished) << c.name() << ": " << sim.error;
@@ -98,6 +98,11 @@ TEST(PipelineSchedules, BubbleFraction) {
     if (c.kind == Kind::interleaved) {
       EXPECT_NEAR(bubble, double(p - 1) / (V * m + p - 1), 1e-12);
       EXPECT_LT(bubble, pipeline_bubble_fraction(Kind::one_f_one_b, {p, m, 1}));
+    } else if (c.kind == Kind::zb_h1) {
+      // Forward, input- and weight-gradient passes of equal cost: idle (p - 1) per rank against
+      // 1F1B's 3 (p - 1) once m >= p; fewer micro-batches still idle less than 1F1B.
+      if (m >= p) EXPECT_NEAR(bubble, double(p - 1) / (3 * m + p - 1), 1e-12);
+      if (p > 1) EXPECT_LT(bubble, pipeline_bubble_fraction(Kind::one_f_one_b, {p, m, 1}));
     } else {
       EXPECT_NEAR(bubble, double(p - 1) / (m + p - 1), 1e-12);
     }
@@ -105,9 +110,11 @@ TEST(PipelineSchedules, BubbleFraction) {
   const PipelineSimulation sim = simulate_pipeline(make_all_pipeline_schedules(Kind::one_f_one_b, {4, 8, 1}));
   EXPECT_EQ(sim.makespan, 3.0 * (8 + 4 - 1));
   EXPECT_EQ(sim.busy, 4 * 3.0 * 8);
-  std::printf("bubble p=4 m=8: gpipe %.4f  1f1b %.4f  interleaved V=2 %.4f\n",
+  const PipelineSimulation zb = simulate_pipeline(make_all_pipeline_schedules(Kind::zb_h1, {4, 8, 1}));
+  EXPECT_EQ(zb.makespan, 3.0 * 8 + (4 - 1));  // idle (p - 1) x (F + B - W) = 3 per rank against 1F1B's 9
+  std::printf("bubble p=4 m=8: gpipe %.4f  1f1b %.4f  interleaved V=2 %.4f  zb-h1 %.4f\n",
               pipeline_bubble_fraction(Kind::gpipe, {4, 8, 1}), pipeline_bubble_fraction(Kind::one_f_one_b, {4, 8, 1}),
-              pipeline_bubble_fraction(Kind::interleaved, {4, 8, 2}));
+              pipeline_bubble_fraction(Kind::interleaved, {4, 8, 2}), pipeline_bubble_fraction(Kind::zb_h1, {4, 8, 1}));
 }
 
 }  // namespace

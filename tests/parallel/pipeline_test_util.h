@@ -20,7 +20,8 @@ struct ScheduleCase {
 inline std::vector<ScheduleCase> allowed_cases() {
   std::vector<ScheduleCase> cases;
   for (PipelineScheduleKind kind :
-       {PipelineScheduleKind::gpipe, PipelineScheduleKind::one_f_one_b, PipelineScheduleKind::interleaved})
+       {PipelineScheduleKind::gpipe, PipelineScheduleKind::one_f_one_b, PipelineScheduleKind::interleaved,
+        PipelineScheduleKind::zb_h1})
     for (int p = 1; p <= 6; ++p)
       for (int m = 1; m <= 12; ++m)
         for (int V = 1; V <= 3; ++V) {

@@ -192,6 +192,26 @@ TEST(MemoryPlan, ActivationFormulaCountsTheExperts) {
   }
 }
 
+// The split backward of zb-h1 keeps each layer's linear output gradients (a MoE layer without a
+// shared expert has no dense MLP to keep), over pipeline stages and tp shards.
+TEST(MemoryPlan, ActivationFormulaCountsTheSplitBackwardsKeptGradients) {
+  for (const char* preset : {"tiny", "tiny-llama", "tiny-moe"}) {
+    ModelConfig mc = model_preset(preset).value();
+    mc.n_layer = 4;
+    if (mc.is_moe()) mc.moe_every = 2;
+    for (auto [first, last] : {std::pair{0, 4}, std::pair{1, 3}})
+      for (int tp : {1, 2}) {
+        if (mc.is_moe() && tp > 1) continue;
+        ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}));
+        Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32);
+        model.set_split_backward(true);
+        EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
+                  transformer_activation_bytes(mc, store.layout(), 2, 32, false, Recompute::none, 1, false, 1, true))
+            << preset << " layers [" << first << "," << last << ") tp " << tp;
+      }
+  }
+}
+
 TEST(MemoryPlan, DataParallelPlanEqualsTheAllocatorsCounters) {
   const RunConfig cfg = config();
   const MemoryPlan p = plan(cfg, 1);

@@ -58,6 +58,15 @@ const std::vector<Case>& cases() {
       {{"parallel.ep=2", "model.preset=tiny-moe", "comm.compression=bf16"},
        "parallel.ep = 2 with comm.compression = \"bf16\""},
       {{"parallel.ep=2", "model.preset=tiny-moe", "parallel.cp=2"}, "parallel.ep = 2 with parallel.cp = 2"},
+      {{"parallel.schedule=zb-h1", "train.recompute=selective"},
+       "parallel.schedule = \"zb-h1\" with train.recompute = \"selective\""},
+      {{"parallel.schedule=zb-h1", "parallel.tp=2", "parallel.sequence_parallel=true"},
+       "parallel.schedule = \"zb-h1\" with parallel.sequence_parallel = true"},
+      {{"parallel.schedule=zb-h1", "parallel.zero=2"}, "parallel.schedule = \"zb-h1\" with parallel.zero = 2"},
+      {{"parallel.schedule=zb-h1", "parallel.mode=ps"}, "parallel.schedule = \"zb-h1\" with parallel.mode = \"ps\""},
+      {{"parallel.schedule=zb-h1", "parallel.cp=2"}, "parallel.schedule = \"zb-h1\" with parallel.cp = 2"},
+      {{"parallel.schedule=zb-h1", "parallel.ep=2", "model.preset=tiny-moe"},
+       "parallel.schedule = \"zb-h1\" with parallel.ep = 2"},
   };
   return c;
 }

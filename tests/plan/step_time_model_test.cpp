@@ -147,6 +147,25 @@ TEST(StepTimeModel, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
   EXPECT_NEAR(p.breakdown.bubble_s / (p.breakdown.bubble_s + p.breakdown.compute_s), 3.0 / 19.0, 2e-3);
 }
 
+// ZB-H1: the weight passes (half the backward's matmuls) fill the bubble; same compute, and the idle
+// time per rank is (p - 1)(F + B - W) against 1F1B's (p - 1)(F + B + W).
+TEST(StepTimeModel, ZeroBubbleFillsTheBubbleWithWeightPasses) {
+  const std::vector<std::string> base = {"model.vocab_size=2", "parallel.pp=4", "train.batch_tokens=2048"};
+  std::vector<std::string> zb = base;
+  zb.push_back("parallel.schedule=zb-h1");
+  const StepTimePrediction one = predict(config(base), 4, ideal()), zero = predict(config(zb), 4, ideal());
+  EXPECT_NEAR(zero.breakdown.compute_s, one.breakdown.compute_s, 1e-12);
+  const RunConfig cfg = config(base);
+  const ChunkOps ops = chunk_ops(cfg.model, 0, 1, 1, false, 4, 64, Recompute::none);
+  double weight = 0;  // per micro-batch and stage: half the backward's matmul FLOPs (1 layer per stage)
+  for (const OpCost& op : ops.backward)
+    if (op.cls == OpClass::matmul) weight += op.flops / 2 / 1e12;
+  const double fwd = total_flops(ops.forward) / 1e12, bwd = total_flops(ops.backward) / 1e12;
+  EXPECT_NEAR(one.breakdown.bubble_s, 3 * (fwd + bwd), 0.05 * one.breakdown.bubble_s);
+  EXPECT_NEAR(zero.breakdown.bubble_s, 3 * (fwd + bwd - 2 * weight), 0.05 * one.breakdown.bubble_s);
+  EXPECT_LT(zero.step_s, one.step_s);
+}
+
 TEST(StepTimeModel, DataParallelReductionHidesOnlyAsFarAsOverlapAllows) {
   RunConfig cfg = config({"parallel.dp=2", "train.batch_tokens=512", "parallel.bucket_mb=0.5"});
   HardwareSpec h = ideal();

@@ -35,7 +35,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // dinp(N,C) += dout(N,OC) @ weight(OC,C)
   if (dinp != nullptr) sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
   // dweight(OC,C) += dout(N,OC)^T @ inp(N,C)
-  sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dweight != nullptr) sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias != nullptr) detail::accumulate_bias_grad(dbias, dout, N, OC);
 }
 

@@ -271,15 +271,18 @@ void matmul_backward_lowp(CpuWorkspace& ws, MatmulPrecision p, float* dinp, floa
     // dout is an operand of both products: rounded once, with weight and inp, in one parallel region.
     LowpMatmulState& st = state(ws);
     uint16_t* d16 = scratch(st.a16, N * OC);
-    uint16_t* i16 = scratch(st.b16, N * C);
+    uint16_t* i16 = dweight != nullptr ? scratch(st.b16, N * C) : nullptr;
     uint16_t* w16 = dinp != nullptr ? scratch(st.c16, OC * C) : nullptr;
-    if (dinp != nullptr) to_bf16_matrices({{d16, dout, N, OC, OC}, {i16, inp, N, C, C}, {w16, weight, OC, C, C}});
-    else to_bf16_matrices({{d16, dout, N, OC, OC}, {i16, inp, N, C, C}});
+    const Bf16Src d{d16, dout, N, OC, OC}, i{i16, inp, N, C, C}, w{w16, weight, OC, C, C};
+    if (dinp != nullptr && dweight != nullptr) to_bf16_matrices({d, i, w});
+    else if (dweight != nullptr) to_bf16_matrices({d, i});
+    else if (dinp != nullptr) to_bf16_matrices({d, w});
+    else to_bf16_matrices({d});
     if (dinp != nullptr) bf16_exec(st, false, false, N, C, OC, 1.0f, d16, w16, 1.0f, dinp, C);
-    bf16_exec(st, true, false, OC, C, N, 1.0f, d16, i16, 1.0f, dweight, C);
+    if (dweight != nullptr) bf16_exec(st, true, false, OC, C, N, 1.0f, d16, i16, 1.0f, dweight, C);
   } else {
     if (dinp != nullptr) sgemm_lowp(ws, p, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-    sgemm_lowp(ws, p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dweight != nullptr) sgemm_lowp(ws, p, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   }
   // The bias gradient is the f32 column sum of dout (the same code as the f32 backward).
   if (dbias != nullptr) detail::accumulate_bias_grad(dbias, dout, N, OC);
