@@ -47,6 +47,7 @@ CONFIGS=(  # label|ranks|overrides
   "pp2_1f1b|2|parallel.pp=2 train.batch_tokens=1024"
   "pp2_gpipe|2|parallel.pp=2 parallel.schedule=gpipe train.batch_tokens=1024"
   "pp2_interleaved|2|parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 train.batch_tokens=1024"
+  "pp2_zb_h1|2|parallel.pp=2 parallel.schedule=zb-h1 train.batch_tokens=1024"
   "pp2_1f1b_full|2|parallel.pp=2 train.batch_tokens=1024 train.recompute=full"
   "dp2_tp2|4|parallel.dp=2 parallel.tp=2 train.batch_tokens=512"
   "dp2_pp2|4|parallel.dp=2 parallel.pp=2 train.batch_tokens=2048"

@@ -48,6 +48,9 @@ int run_plan_search(const RunConfig& cfg, int world, const HardwareSpec& hw, boo
       j["dp"] = c.cfg.parallel.dp;
       j["tp"] = c.cfg.parallel.tp;
       j["pp"] = c.cfg.parallel.pp;
+      j["cp"] = c.cfg.parallel.cp;
+      j["cp_mode"] = c.cfg.parallel.cp_mode;
+      j["ep"] = c.cfg.parallel.ep;
       j["schedule"] = pipeline_schedule_name(c.cfg.parallel.schedule);
       j["virtual_stages"] = c.cfg.parallel.virtual_stages;
       j["zero"] = c.cfg.parallel.zero;

@@ -30,12 +30,16 @@ best=$(py "
 import json; s = json.load(open('search.json')); c = s['candidates']
 assert s['ranks'] == 4 and s['enumerated'] == len(c) + s['over_budget'] and len(c) > 20, s['enumerated']
 for k in ('layout', 'step_s', 'tokens_per_s', 'flops_per_device', 'breakdown', 'peak_memory_bytes', 'overrides',
-          'dp', 'tp', 'pp', 'schedule', 'virtual_stages', 'zero', 'micro_batch', 'recompute', 'sequence_parallel'):
+          'dp', 'tp', 'pp', 'cp', 'cp_mode', 'ep', 'schedule', 'virtual_stages', 'zero', 'micro_batch', 'recompute',
+          'sequence_parallel'):
   assert k in c[0], k
 t = [x['tokens_per_s'] for x in c]
 assert t == sorted(t, reverse=True), 'not ranked by tokens/s'
 assert {x['pp'] for x in c} >= {1, 2, 4} and {x['tp'] for x in c} >= {1, 2, 4} and {x['zero'] for x in c} == {0, 1, 2, 3}
-assert {x['schedule'] for x in c if x['pp'] > 1} == {'1f1b', 'gpipe', 'interleaved'}
+assert {x['schedule'] for x in c if x['pp'] > 1} == {'1f1b', 'gpipe', 'interleaved', 'zb-h1'}
+assert {(x['cp'], x['cp_mode']) for x in c if x['cp'] > 1} >= {(2, 'ulysses'), (2, 'ring'), (4, 'ring')}, 'no cp layouts'
+assert all(x['ep'] == 1 for x in c), 'ep on a dense model'
+assert all(x['dp'] * x['tp'] * x['pp'] * x['cp'] == 4 for x in c)
 assert all(x['dp'] * x['micro_batch'] * 64 * (x['tokens_per_s'] * x['step_s'] / (x['dp'] * x['micro_batch'] * 64)) > 0 for x in c)
 print(c[0]['overrides'] + '|' + repr(c[0]['step_s']))
 ") || fail "--search --json"
