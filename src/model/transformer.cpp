@@ -152,17 +152,20 @@ void Transformer::allocate_activations() {
     if (!is_first_stage()) a.stage_in = act_buffer(N * C);
     if (!is_last_stage()) a.stage_out = act_buffer(N * C);
   }
-  if (split_backward_)
+  if (split_backward_ && first_ < last_) {
+    if (cfg_.has_dense_mlp(last_ - 1)) a.last_d_mproj = act_buffer(N * C);
     for (int l = first_; l < last_; ++l) {
+      LayerActs& own = a.layers[l - first_];
       Acts::LinearOutputGrads g;
       if (cfg_.has_dense_mlp(l)) {
-        g.d_mproj = act_buffer(N * C);
-        g.d_fc = act_buffer(N * FC);
+        g.d_mproj = l + 1 < last_ ? own.residual3.as<float>() : a.last_d_mproj.as<float>();
+        g.d_fc = own.fch.as<float>();
       }
-      g.d_proj = act_buffer(N * C);
-      g.d_qkv = act_buffer(N * Q);
-      a.deferred.push_back(std::move(g));
+      g.d_proj = own.residual2.as<float>();
+      g.d_qkv = own.qkv.as<float>();
+      a.deferred.push_back(g);
     }
+  }
   if (cp_size_ > 1 && first_ < last_ && cp_ring_) {
     const int64_t KV = 2 * d.NKV * d.HS;
     for (Buffer& b : a.ring_kv) b = act_buffer(N * KV);

@@ -298,8 +298,8 @@ void Transformer::backward(float loss_scale) {
   // grad-ready callback is then that pass's.
   const bool split = split_backward_;
   auto now = [&](float* g) { return split ? nullptr : g; };
-  auto keep = [&](Buffer& copy, const float* dout, int64_t n) {
-    if (split) be_.copy(copy.as<float>(), dout, n);
+  auto keep = [&](float* copy, const float* dout, int64_t n) {
+    if (split) be_.copy(copy, dout, n);
   };
   auto layer_done = [&](int layer) {
     if (!split) grad_ready(layer);
@@ -494,11 +494,11 @@ void Transformer::backward_weights() {
     const TensorPtrs& g = w.g[l - first_];
     const Acts::LinearOutputGrads& kept = a.deferred[static_cast<size_t>(l - first_)];
     if (cfg_.has_dense_mlp(l)) {
-      weights(g.mproj_w, g.mproj_b, kept.d_mproj.as<float>(), v.fch_act, p.mproj_w, F, C);
-      weights(g.fc_w, g.fc_b, kept.d_fc.as<float>(), v.ln2, p.fc_w, C, FC);
+      weights(g.mproj_w, g.mproj_b, kept.d_mproj, v.fch_act, p.mproj_w, F, C);
+      weights(g.fc_w, g.fc_b, kept.d_fc, v.ln2, p.fc_w, C, FC);
     }
-    weights(g.proj_w, g.proj_b, kept.d_proj.as<float>(), v.atty, p.proj_w, A, C);
-    weights(g.qkv_w, g.qkv_b, kept.d_qkv.as<float>(), v.ln1, p.qkv_w, C, Q);
+    weights(g.proj_w, g.proj_b, kept.d_proj, v.atty, p.proj_w, A, C);
+    weights(g.qkv_w, g.qkv_b, kept.d_qkv, v.ln1, p.qkv_w, C, Q);
     grad_ready(l);
   }
   if (is_first_stage()) grad_ready(-1);

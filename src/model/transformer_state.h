@@ -94,12 +94,17 @@ struct Transformer::Acts {
   Buffer moe_dtopk_w;              // (N, K)
   Buffer moe_dlogits;              // (N, E)
   Buffer moe_dyr, moe_dxr;         // (R, C) expert parallelism: moe_dy / moe_dxd at the experts' owner
-  // Split backward only (set_split_backward): each owned layer's linear output gradients, kept from
-  // backward() to backward_weights(); d_mproj / d_fc only for layers with a dense MLP.
+  // Split backward only (set_split_backward): where each owned layer keeps its linear output
+  // gradients from backward() to backward_weights() (d_mproj / d_fc only with a dense MLP). Each
+  // goes into a buffer of the layer that the backward has finished reading by then: d_qkv into qkv,
+  // d_fc into fch, d_proj into residual2, d_mproj into the layer's output residual3 (read last by the
+  // next layer's backward) -- except the last owned layer's, which may be a pipeline send still in
+  // flight and so gets last_d_mproj. The split then costs one (N, C) buffer per model.
   struct LinearOutputGrads {
-    Buffer d_mproj, d_fc, d_proj, d_qkv;  // (N, C) (N, FC) (N, C) (N, Q)
+    float *d_mproj = nullptr, *d_fc = nullptr, *d_proj = nullptr, *d_qkv = nullptr;  // (N, C) (N, FC) (N, C) (N, Q)
   };
   std::vector<LinearOutputGrads> deferred;
+  Buffer last_d_mproj;             // (N, C)
   Buffer output_grad;              // (N, C) gradient w.r.t. the stage output (non-last stage)
   Buffer input_grad;               // (N, C) gradient w.r.t. the stage input (non-first stage)
   // Sequence parallelism only (else empty):

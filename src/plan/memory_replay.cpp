@@ -106,11 +106,9 @@ std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout&
     if (!first) f.push_back(N * C);    // stage_in
     if (!last) f.push_back(N * C);     // stage_out
   }
-  if (split)  // each layer's kept linear output gradients (struct Acts::LinearOutputGrads)
-    for (int l = 0; l < layers; ++l) {
-      if (c.has_dense_mlp(first_layer + l)) f.insert(f.end(), {N * C, N * d.FC});
-      f.insert(f.end(), {N * C, N * d.Q});
-    }
+  // A split backward keeps its linear output gradients in the layers' finished buffers, all but the
+  // last layer's MLP output gradient (Acts::last_d_mproj).
+  if (split && layers > 0 && c.has_dense_mlp(first_layer + layers - 1)) f.push_back(N * C);
   if (cp > 1 && layers > 0 && ring) {
     // ring_kv x 2, ring_dkv x 2, ring_dkv_in (N, 2 NKV HS); ring_delta (N, NH); the key/value row table (int64)
     const int64_t kv_heads = d.Q / c.head_size() - d.NH, KV = kv_heads * c.head_size();
