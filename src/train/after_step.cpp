@@ -107,7 +107,8 @@ Status report_stragglers(TrainingRun& run) {
 }  // namespace
 
 StepStart start_step_clock(const TrainingRun& run) {
-  return {Timeline::now_s(), run.loader->wait_seconds(), run.sync->exposed_wait_s(), run.cp_exposed_s()};
+  return {Timeline::now_s(), run.loader->wait_seconds(), run.sync->exposed_wait_s(), run.cp_exposed_s(),
+          run.ep_exchange_s()};
 }
 // A checkpoint of the state after this step: synchronous, or (train.async_checkpoint) a snapshot
 // written in the background -- except the run's last, which is complete when this returns.
@@ -210,8 +211,10 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     c.cp_exposed_s += run.cp_exposed_s() - start.cp_exposed;
   }
   const double data_s = run.loader->wait_seconds() - start.loader_wait;
-  // Waiting for peers: the step's collectives and the context-parallel exchanges inside the model.
-  const double wait_s = r.comm_wait_s + (run.cp_exposed_s() - start.cp_exposed);
+  // Waiting for peers: the step's collectives and the context- and expert-parallel exchanges inside
+  // the model (so the straggler report does not blame a rank for waiting on its cp or ep peers).
+  const double wait_s =
+      r.comm_wait_s + (run.cp_exposed_s() - start.cp_exposed) + (run.ep_exchange_s() - start.ep_exchange);
   const RankStepTime split{std::max(0.0, dt - wait_s - data_s), wait_s, data_s};
   run.timeline.add_counter("step split (s)", start.t0,
                            {{"compute", split.compute_s}, {"wait", split.wait_s}, {"data", split.data_s}});

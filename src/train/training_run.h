@@ -92,6 +92,7 @@ struct TrainingRun {
   std::unique_ptr<ContextParallel> cp_hooks;        // cp > 1: the models' exchanges over grid->cp()
   std::unique_ptr<ExpertParallel> ep_hooks;         // ep > 1: the MoE layers' exchanges over grid->ep()
   double cp_exposed_s() const { return cp_hooks ? cp_hooks->exposed_s() : 0.0; }
+  double ep_exchange_s() const { return ep_hooks ? ep_hooks->stats().seconds : 0.0; }
   std::unique_ptr<GradientSync> sync;   // a training rank's gradient strategy (null on a parameter server)
   std::unique_ptr<ParamServer> server;  // parallel.mode = "ps": a server rank's shards (null elsewhere)
   // Parameter server, async modes, once a worker is lost (ps_training.h, follow_lost_workers): the
@@ -138,7 +139,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
 
 // Snapshot of the counters a step's timing reads, taken before the step.
 struct StepStart {
-  double t0, loader_wait, exposed_wait, cp_exposed;
+  double t0, loader_wait, exposed_wait, cp_exposed, ep_exchange;
 };
 StepStart start_step_clock(const TrainingRun& run);
 
