@@ -18,7 +18,8 @@ bool fp16(const RunConfig& c) { return c.train.precision == Precision::fp16; }
 
 bool context_parallel(const RunConfig& c) { return c.parallel.cp > 1; }
 bool expert_parallel(const RunConfig& c) { return c.parallel.ep > 1; }
-bool zero_bubble(const RunConfig& c) { return c.parallel.schedule == PipelineScheduleKind::zb_h1; }
+// At pp = 1 the layout runs 1F1B whatever the schedule says.
+bool zero_bubble(const RunConfig& c) { return c.parallel.schedule == PipelineScheduleKind::zb_h1 && c.parallel.pp > 1; }
 
 const std::vector<Refusal>& table() {
   static const std::vector<Refusal> rows = {
