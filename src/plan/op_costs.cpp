@@ -23,7 +23,22 @@ struct Builder {
 struct Shape {
   double N, Nr, C, Q, A, F, FC, T, B;  // rows, norm/residual rows, widths of the tp shard
   bool llama;
+  bool dense_mlp = true;  // false: a MoE layer without a shared expert
+  bool moe = false;       // a mixture-of-experts layer (tp = 1)
+  // MoE: E experts, S dispatched slots of the rank's tokens; under expert parallelism the rank
+  // computes experts_here = E / ep of them over rows_per_expert = ep S / E rows each (uniform routing).
+  double E = 0, S = 0, experts_here = 0, rows_per_expert = 0;
 };
+
+void moe_forward(Builder& b, const Shape& s) {
+  b.matmul(s.N, s.C, s.E);                                    // router (f32)
+  b.memory(kF * (2 * s.N * s.E + 2 * s.S * s.C));             // softmax and top-k, gather, combine
+  for (int e = 0; e < static_cast<int>(s.experts_here); ++e) {
+    b.matmul(s.rows_per_expert, s.C, 2 * s.F);                // gate and up
+    b.memory(kF * s.rows_per_expert * 3 * s.F);               // swiglu
+    b.matmul(s.rows_per_expert, s.F, s.C);                    // down
+  }
+}
 
 void layer_forward(Builder& b, const Shape& s) {
   b.memory(kF * 2 * s.Nr * s.C);                      // norm 1
@@ -33,9 +48,12 @@ void layer_forward(Builder& b, const Shape& s) {
   b.matmul(s.N, s.A, s.C);                            // attention projection
   b.memory(kF * 3 * s.Nr * s.C);                      // residual
   b.memory(kF * 2 * s.Nr * s.C);                      // norm 2
-  b.matmul(s.N, s.C, s.FC);                           // fc (llama: gate and up)
-  b.memory(kF * s.N * (s.FC + s.F));                  // gelu / swiglu
-  b.matmul(s.N, s.F, s.C);                            // mlp projection
+  if (s.dense_mlp) {
+    b.matmul(s.N, s.C, s.FC);                         // fc (llama: gate and up)
+    b.memory(kF * s.N * (s.FC + s.F));                // gelu / swiglu
+    b.matmul(s.N, s.F, s.C);                          // mlp projection
+  }
+  if (s.moe) moe_forward(b, s);
   b.memory(kF * 3 * s.Nr * s.C);                      // residual
 }
 
@@ -62,7 +80,7 @@ void layer_backward(Builder& b, const Shape& s) {
 }  // namespace
 
 ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool sequence_parallel, int64_t B, int64_t T,
-                   Recompute recompute) {
+                   Recompute recompute, int ep) {
   ChunkOps out;
   const double N = static_cast<double>(B * T), t = tp;
   const bool llama = m.arch == Arch::llama;
@@ -78,9 +96,22 @@ ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool seque
                 static_cast<double>(B),
                 llama};
   const double C = s.C, V = static_cast<double>(m.vocab_size) / t;
+  // Layer l's shape: dense, or MoE (Transformer::moe_slots: N K slots, fewer under a capacity).
+  auto shape = [&](int l) {
+    Shape x = s;
+    if (!m.is_moe_layer(l)) return x;
+    const int64_t n = B * T, cap = m.moe_capacity(n);
+    x.moe = true;
+    x.dense_mlp = m.has_dense_mlp(l);
+    x.E = static_cast<double>(m.moe_experts);
+    x.S = static_cast<double>(cap > 0 ? std::min(n * m.moe_top_k, m.moe_experts * cap) : n * m.moe_top_k);
+    x.experts_here = x.E / ep;
+    x.rows_per_expert = ep * x.S / x.E;
+    return x;
+  };
   Builder f{out.forward}, b{out.backward};
   if (first == 0) f.memory(kF * (llama ? 2 : 3) * N * C);  // embedding gather (+ positions)
-  for (int l = first; l < last; ++l) layer_forward(f, s);
+  for (int l = first; l < last; ++l) layer_forward(f, shape(l));
   if (last == m.n_layer) {
     f.memory(kF * 2 * s.Nr * C);  // final norm
     f.matmul(N, C, V);            // head
@@ -91,10 +122,10 @@ ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool seque
     b.memory(kF * 4 * s.Nr * C);  // final norm backward
   }
   for (int l = last - 1; l >= first; --l) {
-    if (recompute == Recompute::full) layer_forward(b, s);
+    if (recompute == Recompute::full) layer_forward(b, shape(l));
     if (recompute == Recompute::selective)
       b.attention(2 * s.B * s.T * s.T * s.A, kF * N * (s.Q + s.A));
-    layer_backward(b, s);
+    layer_backward(b, shape(l));
   }
   if (first == 0) b.memory(kF * 3 * N * C);  // embedding scatter-add
   return out;

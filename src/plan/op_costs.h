@@ -29,8 +29,10 @@ struct OpCost {
 struct ChunkOps {
   std::vector<OpCost> forward, backward;
 };
+// A mixture-of-experts layer costs its router, the dispatch and combine, and one matmul pair per
+// expert this rank computes (E / ep of them) over the rows uniform routing gives it.
 ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool sequence_parallel, int64_t B, int64_t T,
-                   Recompute recompute);
+                   Recompute recompute, int ep = 1);
 
 // Sum of FLOPs of a list (matmul and attention).
 double total_flops(const std::vector<OpCost>& ops);

@@ -69,8 +69,8 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
     const auto [first, last] = lay.chunk_layers(stage, c);
     ChunkTime t;
-    ChunkOps ops = chunk_ops(m, first, last, tp, sp, B, T, cfg.train.recompute);
-    ChunkOps plain = chunk_ops(m, first, last, tp, sp, B, T, Recompute::none);
+    ChunkOps ops = chunk_ops(m, first, last, tp, sp, B, T, cfg.train.recompute, lay.grid.ep);
+    ChunkOps plain = chunk_ops(m, first, last, tp, sp, B, T, Recompute::none, lay.grid.ep);
     add_context_parallel(ops, cp);
     add_context_parallel(plain, cp);
     t.fwd = ops_seconds(ops.forward, hw, prec);

@@ -4,6 +4,8 @@
 // reduction hides behind backward only as far as overlap allows, and the breakdown adds up to the step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "model/param_layout.h"
 #include "plan/comm_cost.h"
 #include "plan/op_costs.h"
@@ -66,6 +68,31 @@ TEST(OpCosts, MatmulFlopsAreSixNTokensAndAttentionIsCausal) {
     // Causal QK^T and AV: 2 matmuls x 2 flops x B T^2 C / 2 per layer.
     EXPECT_DOUBLE_EQ(flops_of(ops.forward, OpClass::attention), m.n_layer * 2.0 * B * T * T * m.d_model) << arch;
   }
+}
+
+// A MoE layer: the router, and K times a dense MLP's matmul FLOPs (dropless top-K: N K rows through
+// the experts) split into one matmul pair per expert; under ep the same FLOPs in fewer, larger matmuls.
+TEST(OpCosts, MixtureOfExpertsCountsTheRouterAndTopKExperts) {
+  RunConfig cfg = config({"model.preset=tiny-moe"});
+  const ModelConfig& m = cfg.model;
+  ModelConfig dense = m;
+  dense.moe_experts = 0;
+  const int L = static_cast<int>(m.n_layer);
+  const int64_t B = 4, T = 64;
+  const double N = B * T, C = m.d_model, E = m.moe_experts, K = m.moe_top_k;
+  const ChunkOps moe = chunk_ops(m, 0, L, 1, false, B, T, Recompute::none);
+  const ChunkOps mlp = chunk_ops(dense, 0, L, 1, false, B, T, Recompute::none);
+  const double mlp_per_layer = 2 * N * C * (2.0 * m.d_ff) + 2 * N * m.d_ff * C;  // gate and up, projection
+  EXPECT_DOUBLE_EQ(flops_of(moe.forward, OpClass::matmul),
+                   flops_of(mlp.forward, OpClass::matmul) + L * ((K - 1) * mlp_per_layer + 2 * N * C * E));
+  auto matmuls = [](const std::vector<OpCost>& ops) {
+    return std::count_if(ops.begin(), ops.end(), [](const OpCost& op) { return op.cls == OpClass::matmul; });
+  };
+  // Per layer the dense MLP's two matmuls become the router's one and two per expert.
+  EXPECT_EQ(matmuls(moe.forward), matmuls(mlp.forward) + L * (1 + 2 * m.moe_experts - 2));
+  const ChunkOps ep2 = chunk_ops(m, 0, L, 1, false, B, T, Recompute::none, 2);
+  EXPECT_DOUBLE_EQ(flops_of(ep2.forward, OpClass::matmul), flops_of(moe.forward, OpClass::matmul));
+  EXPECT_LT(ep2.forward.size(), moe.forward.size());
 }
 
 TEST(OpCosts, TensorParallelDividesAndFullRecomputeAddsOneForward) {
