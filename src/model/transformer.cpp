@@ -154,17 +154,7 @@ void Transformer::allocate_activations() {
   }
   if (split_backward_ && first_ < last_) {
     if (cfg_.has_dense_mlp(last_ - 1)) a.last_d_mproj = act_buffer(N * C);
-    for (int l = first_; l < last_; ++l) {
-      LayerActs& own = a.layers[l - first_];
-      Acts::LinearOutputGrads g;
-      if (cfg_.has_dense_mlp(l)) {
-        g.d_mproj = l + 1 < last_ ? own.residual3.as<float>() : a.last_d_mproj.as<float>();
-        g.d_fc = own.fch.as<float>();
-      }
-      g.d_proj = own.residual2.as<float>();
-      g.d_qkv = own.qkv.as<float>();
-      a.deferred.push_back(g);
-    }
+    place_kept_output_grads();
   }
   if (cp_size_ > 1 && first_ < last_ && cp_ring_) {
     const int64_t KV = 2 * d.NKV * d.HS;
@@ -181,15 +171,6 @@ void Transformer::allocate_activations() {
     a.cp_recv = act_buffer(N * Q);
     build_cp_routes();
   }
-}
-
-void Transformer::set_split_backward(bool split) {
-  if (split == split_backward_) return;
-  TS_CHECK(!split || (recompute_ == Recompute::none && !sp_))
-      << "a split backward reads each layer's saved linear inputs: it needs train.recompute = \"none\" and no "
-         "sequence parallelism";
-  split_backward_ = split;
-  allocate_activations();
 }
 
 void Transformer::set_recompute(Recompute recompute) {

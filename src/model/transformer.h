@@ -94,7 +94,6 @@ class Transformer {
   // callback, layer by layer. Needs Recompute::none and no sequence parallelism (the weight pass
   // reads each layer's saved linear inputs). Reallocates the activations.
   void set_split_backward(bool split);
-  bool split_backward() const { return split_backward_; }
   void backward_weights();
 
   // (B,T,logits_width()) logits of the last forward without targets: all V columns at tp size 1,
@@ -160,7 +159,6 @@ class Transformer {
   // every expert here. Reallocates the activations; TS_CHECKs that ep_size divides the experts.
   // `hooks` must outlive the model.
   void set_expert_parallel_hooks(ExpertParallelHooks* hooks);
-  int ep_size() const { return ep_size_; }
   Status ep_status() const { return ep_ ? ep_->status() : Status(); }
 
   // Changes the recomputation mode; reallocates the activations when it changes (so call it at
@@ -220,6 +218,7 @@ class Transformer {
   Dims dims() const;
   void check_tp_hooks() const;
   void allocate_activations();  // for the current sp_ and recompute_
+  void place_kept_output_grads();  // a split backward's Acts::deferred (transformer_split_backward.cpp)
   LayerView layer_view(int layer);
   const float* layer_input(int layer);  // (NS, C) the residual stream entering `layer`
   // One block's forward from its input x (NS, C) into v. Without mlp_output it stops after the

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/log.h"
+#include "model/linear_precision.h"
 #include "model/transformer.h"
 #include "model/transformer_state.h"
 
@@ -67,17 +68,6 @@ void Transformer::set_expert_parallel_hooks(ExpertParallelHooks* hooks) {
 }
 
 namespace {
-// The experts' linear layers at the model's precision (as transformer_passes.cpp; no biases).
-void linear_forward_p(Backend& be, Precision p, float* out, const float* inp, const float* weight, int64_t n,
-                      int64_t C, int64_t OC) {
-  if (p == Precision::fp32) be.matmul_forward(out, inp, weight, nullptr, n, C, OC);
-  else be.matmul_forward_lowp(p, out, inp, weight, nullptr, n, C, OC);
-}
-void linear_backward_p(Backend& be, Precision p, float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int64_t n, int64_t C, int64_t OC) {
-  if (p == Precision::fp32) be.matmul_backward(dinp, dweight, nullptr, dout, inp, weight, n, C, OC);
-  else be.matmul_backward_lowp(p, dinp, dweight, nullptr, dout, inp, weight, n, C, OC);
-}
 // The expert matmuls over rows grouped by expert: `counts` holds `sources` blocks of `experts`
 // counts (rows per expert from each source rank, in that order), the experts numbered from
 // `first_expert`. One block per (source, expert) with rows.
@@ -156,9 +146,9 @@ void Transformer::moe_forward(int l, const float* x, float* out) {
     const int64_t s = b.first, n = b.rows;
     const float* fc_w = p.moe_fc_w + b.expert * 2 * F * C;  // (2F, C) [gate | up]
     const float* proj_w = p.moe_proj_w + b.expert * C * F;  // (C, F)
-    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, h + s * 2 * F, xe + s * C, fc_w, n, C, 2 * F); });
+    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, h + s * 2 * F, xe + s * C, fc_w, nullptr, n, C, 2 * F); });
     profiled(prof, OpGroup::activation, [&] { be_.swiglu_forward(act + s * F, h + s * 2 * F, n, F); });
-    profiled(prof, OpGroup::matmul, [&] { linear_forward_p(be_, precision_, ye + s * C, act + s * F, proj_w, n, F, C); });
+    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, ye + s * C, act + s * F, proj_w, nullptr, n, F, C); });
   }
   if (ep_) ep_->exchange_rows(ye, m.recv_rows.data(), y, m.send_rows.data(), C);
   profiled(prof, OpGroup::residual, [&] { be_.moe_combine_forward(out, y, slot_of, w, N, K, C); });
@@ -196,11 +186,11 @@ void Transformer::moe_backward(int l, const float* x, const float* dout, float* 
     float* dfc_w = g.moe_fc_w + e * 2 * F * C;
     float* dproj_w = g.moe_proj_w + e * C * F;
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward_p(be_, precision_, dact + s * F, dproj_w, dye + s * C, act + s * F, proj_w, n, F, C);
+      linear_backward(be_, precision_, dact + s * F, dproj_w, nullptr, dye + s * C, act + s * F, proj_w, n, F, C);
     });
     profiled(prof, OpGroup::activation, [&] { be_.swiglu_backward(dh + s * 2 * F, dact + s * F, h + s * 2 * F, n, F); });
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward_p(be_, precision_, dxe + s * C, dfc_w, dh + s * 2 * F, xe + s * C, fc_w, n, C, 2 * F);
+      linear_backward(be_, precision_, dxe + s * C, dfc_w, nullptr, dh + s * 2 * F, xe + s * C, fc_w, n, C, 2 * F);
     });
   }
   if (ep_) ep_->exchange_rows(dxe, m.recv_rows.data(), dxd, m.send_rows.data(), C);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "model/linear_precision.h"
 #include "model/transformer_state.h"
 
 namespace tessera {
@@ -24,21 +25,6 @@ void zero(Backend& be, Buffer& b) {
   TS_CHECK(b.bytes() % sizeof(float) == 0) << "activation of " << b.bytes() << " bytes is not floats";
   be.fill(b.as<float>(), static_cast<int64_t>(b.bytes() / sizeof(float)), 0.0f);
 }
-// The linear layers at the model's precision: fp32 calls the f32 ops themselves (bitwise the f32
-// model); bf16 / fp16 round the operands and accumulate in f32 (ops.h, reduced-precision matmul).
-void linear_forward(Backend& be, Precision p, float* out, const float* inp, const float* weight, const float* bias,
-                    int64_t N, int64_t C, int64_t OC) {
-  if (p == Precision::fp32) be.matmul_forward(out, inp, weight, bias, N, C, OC);
-  else be.matmul_forward_lowp(p, out, inp, weight, bias, N, C, OC);
-}
-void linear_backward(Backend& be, Precision p, float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
-  if (p == Precision::fp32) be.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-  else be.matmul_backward_lowp(p, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-}
-}  // namespace
-
-namespace {
 // out = norm(inp): LayerNorm (gpt2) or RMSNorm (llama).
 void norm_forward(Backend& be, bool rms, float* out, float* mean, float* rstd, const float* inp, const float* w,
                   const float* b, int64_t N, int64_t C, float eps) {
@@ -294,13 +280,10 @@ void Transformer::backward(float loss_scale) {
   // row-parallel biases, wpe); without it every rank gets the same whole gradient, as before.
   auto rank0_grad = [&](float* g) { return sp_ && tp_rank_ != 0 ? nullptr : g; };
   // A split backward leaves the linear layers' weight and bias gradients to backward_weights(),
-  // keeping the output gradient where it is (dlogits) or in the layer's `deferred` copy; the
-  // grad-ready callback is then that pass's.
+  // which finds each output gradient where it is (dlogits) or where `kept` copies it
+  // (transformer_split_backward.cpp); the grad-ready callback is then that pass's.
   const bool split = split_backward_;
   auto now = [&](float* g) { return split ? nullptr : g; };
-  auto keep = [&](float* copy, const float* dout, int64_t n) {
-    if (split) be_.copy(copy, dout, n);
-  };
   auto layer_done = [&](int layer) {
     if (!split) grad_ready(layer);
   };
@@ -371,7 +354,7 @@ void Transformer::backward(float loss_scale) {
     Acts::LinearOutputGrads* kept = split ? &a.deferred[static_cast<size_t>(l - first_)] : nullptr;
     if (c.has_dense_mlp(l)) {
       tp.reduce_from_region_backward({TpPoint::mlp_proj, l, dres_full, N, C});
-      if (kept) keep(kept->d_mproj, dres_full, N * C);
+      if (kept) be_.copy(kept->d_mproj, dres_full, N * C);
       zero(be_, a.dfch_act);
       profiled(prof, OpGroup::matmul, [&] {
         linear_backward(be_, precision_, dfch_act, now(g.mproj_w), now(rank0_grad(g.mproj_b)), dres_full, v.fch_act,
@@ -386,7 +369,7 @@ void Transformer::backward(float loss_scale) {
       probe(ModelPass::backward, l, 1, "activation", dfch, N * FC);
       const float* fc_in = column_input(v.ln2, TpPoint::mlp_fc, l);
       zero(be_, a.dln);
-      if (kept) keep(kept->d_fc, dfch, N * FC);
+      if (kept) be_.copy(kept->d_fc, dfch, N * FC);
       profiled(prof, OpGroup::matmul, [&] {
         linear_backward(be_, precision_, dln, now(g.fc_w), now(g.fc_b), dfch, fc_in, p.fc_w, N, C, FC);
       });
@@ -408,7 +391,7 @@ void Transformer::backward(float loss_scale) {
     // gradient (and the norms'): replicated parameters get identical gradients everywhere (under
     // sequence parallelism: partial ones, see rank0_grad and the norms' NS rows).
     tp.reduce_from_region_backward({TpPoint::attn_proj, l, dres_full, N, C});
-    if (kept) keep(kept->d_proj, dres_full, N * C);
+    if (kept) be_.copy(kept->d_proj, dres_full, N * C);
     zero(be_, a.datty);
     profiled(prof, OpGroup::matmul, [&] {
       linear_backward(be_, precision_, datty, now(g.proj_w), now(rank0_grad(g.proj_b)), dres_full, v.atty, p.proj_w,
@@ -434,7 +417,7 @@ void Transformer::backward(float loss_scale) {
     });
     probe(ModelPass::backward, l, 6, "attention", dqkv, N * Q);
     const float* qkv_in = column_input(v.ln1, TpPoint::attn_qkv, l);
-    if (kept) keep(kept->d_qkv, dqkv, N * Q);
+    if (kept) be_.copy(kept->d_qkv, dqkv, N * Q);
     zero(be_, a.dln);
     profiled(prof, OpGroup::matmul, [&] {
       linear_backward(be_, precision_, dln, now(g.qkv_w), now(g.qkv_b), dqkv, qkv_in, p.qkv_w, N, C, Q);
@@ -466,42 +449,6 @@ void Transformer::backward(float loss_scale) {
     if (sp_) tp.sequence_gather({TpPoint::stage_input, first_, dres_full, N, C});
     be_.copy(a.input_grad.as<float>(), dres_full, N * C);
   }
-}
-
-void Transformer::backward_weights() {
-  TS_CHECK(split_backward_) << "backward_weights() needs set_split_backward(true) and a backward() before it";
-  const Dims d = dims();
-  const int64_t N = d.N, C = d.C, Q = d.Q, A = d.A, F = d.F, FC = d.FC, V = d.V;
-  const Weights& w = *w_;
-  Acts& a = *acts_;
-  OpProfile& prof = profile_;
-  const int L = static_cast<int>(cfg_.n_layer);
-  // The same matmul_backward calls as the whole backward, without the input gradient (sequence
-  // parallelism is refused, so every rank owns its biases' whole gradient).
-  auto weights = [&](float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                     int64_t in_features, int64_t out_features) {
-    profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, nullptr, dweight, dbias, dout, inp, weight, N, in_features, out_features);
-    });
-  };
-  if (is_last_stage()) {
-    weights(w.dhead, nullptr, a.logits.as<float>(), a.lnf.as<float>(), w.head, C, V);
-    grad_ready(L);
-  }
-  for (int l = last_ - 1; l >= first_; --l) {
-    const LayerView v = layer_view(l);
-    const TensorPtrs& p = w.p[l - first_];
-    const TensorPtrs& g = w.g[l - first_];
-    const Acts::LinearOutputGrads& kept = a.deferred[static_cast<size_t>(l - first_)];
-    if (cfg_.has_dense_mlp(l)) {
-      weights(g.mproj_w, g.mproj_b, kept.d_mproj, v.fch_act, p.mproj_w, F, C);
-      weights(g.fc_w, g.fc_b, kept.d_fc, v.ln2, p.fc_w, C, FC);
-    }
-    weights(g.proj_w, g.proj_b, kept.d_proj, v.atty, p.proj_w, A, C);
-    weights(g.qkv_w, g.qkv_b, kept.d_qkv, v.ln1, p.qkv_w, C, Q);
-    grad_ready(l);
-  }
-  if (is_first_stage()) grad_ready(-1);
 }
 
 }  // namespace tessera

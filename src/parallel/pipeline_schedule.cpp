@@ -196,8 +196,15 @@ std::vector<PipeAction> make_pipeline_schedule(PipelineScheduleKind kind, const 
   return actions;
 }
 
+namespace {
+// The compute after which a micro-batch's activations are no longer read.
+PipeOp last_compute(const std::vector<PipeAction>& actions) {
+  return splits_backward(actions) ? PipeOp::weight : PipeOp::backward;
+}
+}  // namespace
+
 int peak_activations(const std::vector<PipeAction>& actions) {
-  const PipeOp last = splits_backward(actions) ? PipeOp::weight : PipeOp::backward;  // the micro-batch's last compute
+  const PipeOp last = last_compute(actions);
   int held = 0, peak = 0;
   for (const PipeAction& a : actions) {
     if (a.op == PipeOp::forward) peak = std::max(peak, ++held);
@@ -246,7 +253,7 @@ std::string describe(const std::vector<PipeAction>& actions) { return describe_a
 std::string describe_with_comm(const std::vector<PipeAction>& actions) { return describe_actions(actions, true); }
 
 int activation_slots(const std::vector<PipeAction>& actions, int chunk) {
-  const PipeOp last = splits_backward(actions) ? PipeOp::weight : PipeOp::backward;
+  const PipeOp last = last_compute(actions);
   int now = 0, peak = 0;
   for (const PipeAction& a : actions) {
     if (a.chunk != chunk) continue;

@@ -1,6 +1,7 @@
 // `tessera plan --search --ranks N` and parallel.layout = "auto": every valid layout of a run config
 // on N ranks (dp x tp x pp x cp (both modes) or x ep (MoE models), pipeline schedule (zb-h1 included)
-// and virtual stages, ZeRO stage, micro-batch, recompute, sequence parallelism), keeping the model, sequence length and global batch (train.batch_tokens);
+// and virtual stages, ZeRO stage, micro-batch, recompute, sequence parallelism), keeping the model,
+// sequence length and global batch (train.batch_tokens);
 // those whose predicted peak memory (plan/memory_plan.h) is over the budget are dropped, the rest
 // ranked by predicted tokens/s (plan/step_time_model.h), fastest first.
 #pragma once

@@ -70,23 +70,23 @@ Status open_dataset(TrainingRun& run) {
 Status open_loaders(TrainingRun& run) {
   const RunConfig& cfg = run.cfg;
   const int B = static_cast<int>(cfg.train.micro_batch), T = static_cast<int>(cfg.data.seq_len);
-  const int dp_rank = run.grid->data_rank(), dp_size = run.grid->shape().data_size();
+  const int data_rank = run.grid->data_rank(), data_ranks = run.grid->shape().data_size();
   // Context parallelism: the ranks of a cp group read the same sequences, each its own positions
   // (under ring attention two balanced pieces of each).
   const SequenceChunk chunk{run.grid->coord().cp, run.grid->shape().cp,
                             run.layout.cp_mode == ContextParallelMode::ring};
   LoaderConfig lc;
   lc.B = B; lc.T = T; lc.seed = cfg.train.seed;
-  lc.rank = dp_rank; lc.world = dp_size;
+  lc.rank = data_rank; lc.world = data_ranks;
   lc.chunk = chunk;
   TS_ASSIGN_OR_RETURN(run.loader, DataLoader::open(run.manifest, "train", lc));
   if (cfg.train.eval_interval > 0) {
-    auto v = EvalLoader::open(run.manifest, "val", B, T, dp_rank, dp_size, chunk);
+    auto v = EvalLoader::open(run.manifest, "val", B, T, data_rank, data_ranks, chunk);
     if (!v.ok()) {
       if (run.lead) log_warn("no validation loss: " + v.status().message());
     } else if (v->num_batches() == 0) {  // a mean over nothing is not a loss: never report one
       return invalid_argument("the validation split of " + cfg.data.dir + " holds no full evaluation batch of " +
-                              std::to_string(dp_size) + " replica(s) x train.micro_batch " + std::to_string(B) +
+                              std::to_string(data_ranks) + " replica(s) x train.micro_batch " + std::to_string(B) +
                               " sequences of data.seq_len " + std::to_string(T) +
                               " tokens: lower train.micro_batch or data.seq_len, prepare the data with a larger "
                               "--val-fraction, or set train.eval_interval = 0 to train without validation");
