@@ -24,6 +24,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 BASE="model.n_layer=4 model.d_model=128 model.d_ff=512 data.seq_len=64 train.micro_batch=4 train.threads=1
       train.eval_interval=0 train.log_interval=1 train.steps=$STEPS data.dir=$TMP/kjv"
 LLAMA="model.preset=tiny-llama model.n_layer=4 model.d_model=128 model.n_head=4 model.n_kv_head=2 model.d_ff=352"
+# tiny-moe widened like the rest: 4 of 4 layers MoE, 4 experts, top-2 (owner-only expert storage at ep 2)
+MOE="model.preset=tiny-moe model.n_layer=4 model.d_model=128 model.n_head=4 model.n_kv_head=2 model.d_ff=352"
 CONFIGS=(  # label|ranks|overrides
   "dp1|1|"
   "dp2|2|parallel.dp=2 train.batch_tokens=512"
@@ -49,6 +51,9 @@ CONFIGS=(  # label|ranks|overrides
   "llama_dp2_cp2_zero2|4|$LLAMA parallel.dp=2 parallel.cp=2 parallel.zero=2 train.batch_tokens=512"
   "ring2|2|parallel.cp=2 parallel.cp_mode=ring"
   "llama_ring4_zero1_selective|4|$LLAMA parallel.cp=4 parallel.cp_mode=ring parallel.zero=1 train.recompute=selective"
+  "moe_dp2|2|$MOE parallel.dp=2 train.batch_tokens=512"
+  "moe_ep2|2|$MOE parallel.ep=2 train.batch_tokens=512"
+  "moe_ep2_zero1|2|$MOE parallel.ep=2 parallel.zero=1 train.batch_tokens=512"
 )
 
 : > "$TMP/runs.txt"

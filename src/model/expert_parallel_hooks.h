@@ -1,7 +1,9 @@
 // The expert-parallel seam of the transformer's mixture-of-experts layers (parallel.ep = p > 1).
 //
-// The p ranks of an ep group hold the same parameters (every expert: the replicated layout keeps
-// checkpoints, ZeRO and re-sharding unchanged) but read different data, like data-parallel ranks.
+// The p ranks of an ep group read different data, like data-parallel ranks, and hold the same dense
+// parameters. Without ZeRO each stores only its own experts (ParamLayout's ExpertShard: experts
+// [r*E/p, (r+1)*E/p) of every MoE layer, at local index e - r*E/p); under ZeRO every rank's layout
+// keeps every expert and ZeRO divides them over dp x ep.
 // Rank r computes experts [r*E/p, (r+1)*E/p) of every MoE layer for the tokens all p ranks routed
 // there:
 //   1. each rank routes its own tokens (router, top-k, capacity: exactly as one process routes that
@@ -12,9 +14,11 @@
 //   4. the owner runs its experts over each source's rows, and a second exchange_rows returns the
 //      outputs, which the source combines with its router weights.
 // Backward mirrors 3 and 4: the output gradients go to the owner, which accumulates its experts'
-// weight gradients over every source and sends the input gradients home. A rank's gradient of an
-// expert it does not own stays zero, so the gradient average over Grid::param_replicas() (dp x ep)
-// gives every rank the one-process gradient of every expert.
+// weight gradients over every source and sends the input gradients home. The owner's expert
+// gradients are then averaged over the ranks storing the same experts (dp) and divided by p
+// (parallel/data_parallel.h), the dense ones averaged over Grid::param_replicas() (dp x ep): every
+// rank gets the one-process gradient of what it stores. (With every expert stored, a non-owner's
+// expert gradient stays zero and the plain average over dp x ep is the same thing.)
 //
 // The communicating implementation is parallel/expert_parallel.h (ExpertParallel). Errors as in
 // tensor_parallel_hooks.h: the first failure is recorded, later exchanges are skipped, status()

@@ -31,10 +31,14 @@ Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp) 
 }
 
 ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp,
-                         int64_t layer_alignment)
-    : first_(first_layer), last_(last_layer), tp_(tp), layer_alignment_(layer_alignment) {
+                         int64_t layer_alignment, ExpertShard experts)
+    : first_(first_layer), last_(last_layer), tp_(tp), experts_(experts), experts_per_layer_(cfg.moe_experts),
+      layer_alignment_(layer_alignment) {
   const Status valid = validate_tensor_parallel(cfg, tp);
   TS_CHECK(valid.ok()) << valid.message();
+  TS_CHECK(experts.size == 1 || (cfg.is_moe() && cfg.moe_experts % experts.size == 0 && experts.rank >= 0 &&
+                                 experts.rank < experts.size))
+      << "expert shard " << experts.rank << " of " << experts.size << " for " << cfg.moe_experts << " experts";
   TS_CHECK(layer_alignment >= 16 && layer_alignment % 16 == 0) << "layer_alignment " << layer_alignment;
   const int64_t C = cfg.d_model, V = cfg.vocab_size, F = cfg.d_ff, HS = cfg.head_size();
   const bool bias = cfg.has_bias();
@@ -68,8 +72,8 @@ ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer
     if (cfg.is_moe_layer(i)) {  // router and E experts stacked by expert index (expert e: its rows)
       const int64_t E = cfg.moe_experts;
       add(p + "moe.gate.w", {E, C}, i, true);
-      add(p + "moe.fc.w", {E * 2 * F, C}, i, true);
-      add(p + "moe.proj.w", {E * C, F}, i, true);
+      add(p + "moe.fc.w", {E * 2 * F, C}, i, true, TpSplit::replicated, {}, /*expert=*/true);
+      add(p + "moe.proj.w", {E * C, F}, i, true, TpSplit::replicated, {}, /*expert=*/true);
     }
   }
   if (last_layer == L) {
@@ -90,11 +94,13 @@ Result<ParamLayout> ParamLayout::create(const ModelConfig& cfg, int first_layer,
 }
 
 void ParamLayout::add(const std::string& name, Shape global_shape, int layer, bool decay, TpSplit split,
-                      std::vector<int64_t> blocks) {
+                      std::vector<int64_t> blocks, bool expert) {
   const int64_t tp = tp_.size;
   ParamInfo p;
   p.name = name;
   p.shape = global_shape;
+  p.expert = expert;
+  if (expert) p.shape[0] /= experts_.size;  // the stored experts' rows
   if (split == TpSplit::column) p.shape[0] /= tp;  // every block divides (validated)
   if (split == TpSplit::row) p.shape[1] /= tp;
   if (split == TpSplit::vocab) p.shape[0] = padded_vocab_ / tp;
@@ -121,7 +127,9 @@ std::vector<TensorPiece> ParamLayout::shard_pieces(const ParamInfo& p) const {
   const int64_t r = tp_.rank, n = tp_.size;
   const int64_t cols = p.global_shape.size() > 1 ? p.global_shape[1] : 1;  // elements per dim-0 row
   std::vector<TensorPiece> pieces;
-  if (n == 1 || p.split == TpSplit::replicated) {
+  if (p.expert && experts_sharded()) {
+    pieces.push_back({0, experts_.rank * p.numel, p.numel});
+  } else if (n == 1 || p.split == TpSplit::replicated) {
     pieces.push_back({0, 0, p.numel});
   } else if (p.split == TpSplit::column) {
     int64_t local = 0, global = 0;
@@ -162,6 +170,19 @@ std::pair<int64_t, int64_t> ParamLayout::layer_range(int layer) const {
   }
   if (b < 0) return {0, 0};
   return {b, std::min(total_, (e + layer_alignment_ - 1) / layer_alignment_ * layer_alignment_)};
+}
+
+std::vector<std::pair<int64_t, int64_t>> expert_ranges(const ParamLayout& layout) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (!layout.experts_sharded()) return out;
+  const auto& params = layout.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].expert) continue;
+    const int64_t end = i + 1 < params.size() ? params[i + 1].offset : layout.total_numel();
+    if (!out.empty() && out.back().second == params[i].offset) out.back().second = end;
+    else out.emplace_back(params[i].offset, end);
+  }
+  return out;
 }
 
 namespace {
@@ -205,7 +226,7 @@ void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed) {
     const bool residual =
         ends_with(p.name, "attn.proj.w") || ends_with(p.name, "mlp.proj.w") || ends_with(p.name, "moe.proj.w");
     const float stddev = residual ? residual_std : 0.02f;
-    if (layout.tp().size == 1 || p.split == TpSplit::replicated) {
+    if (p.numel == shape_numel(p.global_shape)) {  // a whole tensor
       for (int64_t i = 0; i < p.numel; ++i) w[i] = rng.normal(0.f, stddev);
       continue;
     }

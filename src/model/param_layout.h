@@ -39,6 +39,13 @@ struct TensorParallelShard {
   int size = 1;
 };
 
+// Rank `rank` of an expert-parallel group of `size` that stores only its own experts (E / size of
+// every MoE layer, experts [rank*E/size, (rank+1)*E/size)); {0, 1}: every expert, as ZeRO keeps them.
+struct ExpertShard {
+  int rank = 0;
+  int size = 1;
+};
+
 // How a tensor is divided among tp ranks (Megatron's column/row/vocab-parallel layers).
 enum class TpSplit : uint8_t {
   replicated,  // every rank holds all of it (one piece each): norms, wpe, row-parallel biases
@@ -65,6 +72,7 @@ struct ParamInfo {
   TpSplit split = TpSplit::replicated;
   Shape global_shape;   // the unsharded tensor (true vocabulary size for wte/lm_head.w)
   std::vector<int64_t> blocks;  // column: global dim-0 sizes of the separately split blocks
+  bool expert = false;  // a MoE layer's stacked experts (moe.fc.w, moe.proj.w): split by ExpertShard
 };
 
 // Whether `cfg` can be split `tp` ways: heads, KV heads and d_ff divisible by tp.size, rank in range.
@@ -78,8 +86,9 @@ class ParamLayout {
   // TS_CHECKs validate_tensor_parallel (use create() where the split comes from user input).
   // layer_alignment (elements, a multiple of 16): each layer's tensors start, and the buffer ends,
   // on a multiple of it, so every layer's range divides evenly into ZeRO shards (16 * dp).
+  // experts: which experts this rank stores (TS_CHECKs that experts.size divides moe_experts).
   ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp = {},
-              int64_t layer_alignment = 16);
+              int64_t layer_alignment = 16, ExpertShard experts = {});
   explicit ParamLayout(const ModelConfig& cfg, TensorParallelShard tp = {})
       : ParamLayout(cfg, 0, static_cast<int>(cfg.n_layer), tp) {}
   static Result<ParamLayout> create(const ModelConfig& cfg, int first_layer, int last_layer,
@@ -96,23 +105,31 @@ class ParamLayout {
   int last_layer() const { return last_; }
 
   TensorParallelShard tp() const { return tp_; }
+  ExpertShard experts() const { return experts_; }
+  bool experts_sharded() const { return experts_.size > 1; }
+  // The global index of the first expert this rank stores (0 unless experts_sharded()).
+  int64_t first_stored_expert() const { return experts_.rank * (experts_per_layer_ / experts_.size); }
+  // Whether every tensor is whole (no tp or expert shard; any layer range).
+  bool whole_tensors() const { return tp_.size == 1 && experts_.size == 1; }
   int64_t vocab_size() const { return vocab_; }                // true V
   int64_t padded_vocab_size() const { return padded_vocab_; }  // V rounded up to a multiple of tp size
   // Vocabulary rows [begin, end) of this rank's wte/lm_head shard (end may pass the true V).
   std::pair<int64_t, int64_t> local_vocab_range() const;
   // Where this rank's shard of `p` lies in the flattened global tensor, in local order: one piece
   // for a whole tensor, one per block for column splits, one per row for row splits; none for a
-  // vocabulary shard made only of padding.
+  // vocabulary shard made only of padding; one (at the first stored expert's rows) for sharded experts.
   std::vector<TensorPiece> shard_pieces(const ParamInfo& p) const;
 
  private:
   void add(const std::string& name, Shape global_shape, int layer, bool decay, TpSplit split = TpSplit::replicated,
-           std::vector<int64_t> blocks = {});
+           std::vector<int64_t> blocks = {}, bool expert = false);
   std::vector<ParamInfo> params_;
   std::unordered_map<std::string, size_t> index_;
   int64_t total_ = 0;
   int first_, last_;
   TensorParallelShard tp_;
+  ExpertShard experts_;
+  int64_t experts_per_layer_ = 0;
   int64_t vocab_ = 0, padded_vocab_ = 0;
   int64_t layer_alignment_ = 16;
 };
@@ -151,6 +168,10 @@ class ParamStore {
   Buffer params_;
   Buffer grads_;
 };
+
+// The flat ranges [offset of an expert tensor, offset of the next tensor) of the sharded experts,
+// adjacent ones merged, in buffer order; empty unless layout.experts_sharded().
+std::vector<std::pair<int64_t, int64_t>> expert_ranges(const ParamLayout& layout);
 
 // GPT-2 initialisation: weights N(0, 0.02), residual output projections (attn.proj, mlp.proj)
 // N(0, 0.02/sqrt(2L)), biases 0, norm weights 1. Each tensor draws from its own stream seeded by

@@ -62,6 +62,10 @@ void Transformer::set_expert_parallel_hooks(ExpertParallelHooks* hooks) {
     TS_CHECK(cfg_.is_moe() && cfg_.moe_experts % size == 0)
         << "expert parallelism over " << size << " ranks needs a mixture-of-experts model whose experts ("
         << cfg_.moe_experts << ") it divides";
+  const ExpertShard stored = store_.layout().experts();
+  TS_CHECK(stored.size == 1 || (stored.size == size && stored.rank == hooks->ep_rank()))
+      << "the parameters store experts shard " << stored.rank << " of " << stored.size
+      << " but the expert-parallel hooks are rank " << (hooks ? hooks->ep_rank() : 0) << " of " << size;
   ep_ = size > 1 ? hooks : nullptr;
   ep_size_ = size;
   allocate_activations();
@@ -92,6 +96,7 @@ std::vector<int64_t> rows_per_rank(const std::vector<int32_t>& counts, int64_t p
 int64_t Transformer::moe_dispatch(MoeActs& m) {
   const int64_t E = cfg_.moe_experts;
   if (!ep_) {
+    TS_CHECK(!store_.layout().experts_sharded()) << "a layout storing only some experts needs expert-parallel hooks";
     m.blocks = expert_blocks(m.host_counts, E, 0);
     return std::accumulate(m.host_counts.begin(), m.host_counts.end(), int64_t{0});
   }
@@ -142,10 +147,11 @@ void Transformer::moe_forward(int l, const float* x, float* out) {
   const float* xe = ep_ ? m.xr.as<float>() : xd;  // the experts' input and output rows
   float* ye = ep_ ? m.yr.as<float>() : y;
   if (ep_) ep_->exchange_rows(xd, m.send_rows.data(), m.xr.as<float>(), m.recv_rows.data(), C);
+  const int64_t first_stored = store_.layout().first_stored_expert();  // 0 unless experts are sharded
   for (const MoeActs::Block& b : m.blocks) {
-    const int64_t s = b.first, n = b.rows;
-    const float* fc_w = p.moe_fc_w + b.expert * 2 * F * C;  // (2F, C) [gate | up]
-    const float* proj_w = p.moe_proj_w + b.expert * C * F;  // (C, F)
+    const int64_t s = b.first, n = b.rows, e = b.expert - first_stored;
+    const float* fc_w = p.moe_fc_w + e * 2 * F * C;  // (2F, C) [gate | up]
+    const float* proj_w = p.moe_proj_w + e * C * F;  // (C, F)
     profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, h + s * 2 * F, xe + s * C, fc_w, nullptr, n, C, 2 * F); });
     profiled(prof, OpGroup::activation, [&] { be_.swiglu_forward(act + s * F, h + s * 2 * F, n, F); });
     profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, ye + s * C, act + s * F, proj_w, nullptr, n, F, C); });
@@ -179,8 +185,9 @@ void Transformer::moe_backward(int l, const float* x, const float* dout, float* 
   be_.fill(dact, R * F, 0.f);
   be_.fill(dh, R * 2 * F, 0.f);
   be_.fill(dxe, R * C, 0.f);
+  const int64_t first_stored = store_.layout().first_stored_expert();
   for (const MoeActs::Block& b : m.blocks) {
-    const int64_t s = b.first, n = b.rows, e = b.expert;
+    const int64_t s = b.first, n = b.rows, e = b.expert - first_stored;
     const float* fc_w = p.moe_fc_w + e * 2 * F * C;
     const float* proj_w = p.moe_proj_w + e * C * F;
     float* dfc_w = g.moe_fc_w + e * 2 * F * C;

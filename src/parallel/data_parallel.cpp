@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "comm/agreement.h"
+#include "core/log.h"
 
 namespace tessera {
 
@@ -16,9 +18,14 @@ double now_s() {
 }  // namespace
 
 DataParallel::DataParallel(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim,
-                           int64_t bucket_bytes, const CompressionConfig& compression)
+                           int64_t bucket_bytes, const CompressionConfig& compression, ShardedExperts experts)
     : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim, 0, -1, &backend),
-      tail_(compression.kind == CompressionKind::none ? TiedEmbeddingTail::create(backend, dp, store) : nullptr) {
+      tail_(compression.kind == CompressionKind::none ? TiedEmbeddingTail::create(backend, dp, store) : nullptr),
+      experts_(experts) {
+  TS_CHECK(experts.enabled() == store.layout().experts_sharded() && (!experts.enabled() || experts.ep))
+      << "DataParallel: the expert groups must be given exactly when the layout stores only some experts";
+  TS_CHECK(!experts.enabled() || compression.kind == CompressionKind::none)
+      << "DataParallel: compression with sharded experts";
   if (compression.kind != CompressionKind::none && dp.size() > 1)
     exchange_ = std::make_unique<CompressedExchange>(backend, dp, store.layout(), compression);
   const ParamLayout& layout = store.layout();
@@ -29,25 +36,46 @@ DataParallel::DataParallel(Backend& backend, Communicator& dp, ParamStore& store
   int64_t end = layout.total_numel();
   int64_t cursor = end;
   int lowest = INT32_MAX;
+  bool experts_open = false;  // whether the open bucket holds sharded experts
+  auto close = [&] {
+    buckets_.push_back({cursor, end, lowest, experts_open, Work(), false, 0, 0});
+    end = cursor;
+    lowest = INT32_MAX;
+  };
   for (auto it = params.rbegin(); it != params.rend() && it->offset >= start; ++it) {
+    const bool expert = experts.enabled() && it->expert;
+    if (expert != experts_open && end > cursor) close();  // a bucket is all experts or all dense
+    experts_open = expert;
     int64_t t_begin = it->offset;
     while (cursor > t_begin) {
       const int64_t take = std::min(cursor - t_begin, per_bucket - (end - cursor));
       cursor -= take;
       lowest = std::min(lowest, it->layer);
-      if (end - cursor >= per_bucket) {
-        buckets_.push_back({cursor, end, lowest, Work(), false, 0, 0});
-        end = cursor;
-        lowest = INT32_MAX;
-      }
+      if (end - cursor >= per_bucket) close();
     }
     cursor = t_begin;  // skip alignment padding (inside the buffer, never read)
   }
-  if (end > cursor || lowest != INT32_MAX) buckets_.push_back({cursor, end, lowest, Work(), false, 0, 0});
+  if (end > cursor || lowest != INT32_MAX) close();
   // Padding between tensors lies inside bucket ranges; it is zero on every rank, so averaging it is harmless.
 }
 
-Status DataParallel::broadcast_parameters() { return dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0); }
+std::vector<std::pair<int64_t, int64_t>> DataParallel::dense_ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t begin = 0;
+  for (const auto& [b, e] : expert_ranges(store_.layout())) {
+    if (b > begin) out.emplace_back(begin, b);
+    begin = e;
+  }
+  if (store_.numel() > begin) out.emplace_back(begin, store_.numel());
+  return out;
+}
+
+Status DataParallel::broadcast_parameters() {
+  if (!experts_.enabled()) return dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0);
+  TS_RETURN_IF_ERROR(experts_.replicas->broadcast(store_.params(), store_.numel(), DType::f32, 0));
+  for (const auto& [b, e] : dense_ranges()) TS_RETURN_IF_ERROR(dp_.broadcast(store_.params() + b, e - b, DType::f32, 0));
+  return Status::ok_status();
+}
 
 void DataParallel::launch(Bucket& b) {
   b.launched = true;
@@ -58,7 +86,8 @@ void DataParallel::launch(Bucket& b) {
     return;
   }
   float* g = store_.grads() + b.begin;
-  b.work = dp_.all_reduce_async(g, g, b.end - b.begin, DType::f32, ReduceOp::avg);
+  Communicator& group = b.experts ? *experts_.replicas : dp_;
+  b.work = group.all_reduce_async(g, g, b.end - b.begin, DType::f32, ReduceOp::avg);
 }
 
 void DataParallel::on_layer_ready(int layer) {
@@ -92,6 +121,8 @@ Status DataParallel::finish() {
     if (trace_) trace_(i, b.t_launch, b.t_done);
     if (!s.ok() && first_error.ok()) first_error = s;
     if (exchange_ && s.ok()) exchange_->complete(i, store_.grads(), b.begin, b.end);
+    if (b.experts && s.ok())  // averaged over dp; the mean over dp x ep data ranks divides by ep too
+      backend_.scale_inplace(store_.grads() + b.begin, b.end - b.begin, 1.f / static_cast<float>(experts_.ep->size()));
     b.launched = false;
   }
   if (tail_ && first_error.ok()) first_error = tail_->finish();
@@ -100,7 +131,12 @@ Status DataParallel::finish() {
 }
 
 Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
-  return full_grad_sum_of_squares(backend_, store_, counted);
+  if (!experts_.enabled()) return full_grad_sum_of_squares(backend_, store_, counted);
+  double dense = 0, experts = 0;  // the ep ranks hold the same dense tensors and different experts
+  for (const ParamInfo& p : store_.layout().params())
+    if (counted(p)) (p.expert ? experts : dense) += backend_.sum_of_squares(store_.grads() + p.offset, p.numel);
+  TS_ASSIGN_OR_RETURN(const double all_experts, ordered_sum(*experts_.ep, experts, "expert gradient norm over the ep group"));
+  return dense + all_experts;
 }
 
 void DataParallel::scale_grads(float scale) { backend_.scale_inplace(store_.grads(), store_.numel(), scale); }
@@ -110,7 +146,11 @@ Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {
 }
 
 Result<float> DataParallel::clip_own_grad_norm(float max_norm) {
-  return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
+  if (!experts_.enabled()) return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
+  TS_ASSIGN_OR_RETURN(const double ss, grad_sum_of_squares([](const ParamInfo&) { return true; }));
+  const double norm = std::sqrt(ss);  // clip_grad_norm's rule over the ep group's whole gradient
+  if (max_norm > 0 && norm > max_norm) scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
+  return static_cast<float>(norm);
 }
 
 void DataParallel::step_owned(float lr) { opt_.step(store_.params(), store_.grads(), lr); }
@@ -121,14 +161,24 @@ Status DataParallel::average_over_replicas(float* values, int64_t n) {
   return dp_.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
 }
 
+namespace {
+uint64_t hash_floats(const float* x, int64_t n) {
+  return agreement_hash(std::string_view(reinterpret_cast<const char*>(x), static_cast<size_t>(n) * sizeof(float)));
+}
+}  // namespace
+
 Status DataParallel::verify_replicas(std::string_view what) {
-  const uint64_t h = agreement_hash(std::string_view(reinterpret_cast<const char*>(store_.params()),
-                                                     static_cast<size_t>(store_.numel()) * sizeof(float)));
-  return check_agreement(dp_, what, h);
+  if (!experts_.enabled()) return check_agreement(dp_, what, hash_floats(store_.params(), store_.numel()));
+  uint64_t dense = 0;
+  for (const auto& [b, e] : dense_ranges()) dense = dense * 1099511628211ull ^ hash_floats(store_.params() + b, e - b);
+  TS_RETURN_IF_ERROR(check_agreement(dp_, std::string(what) + " (dense tensors)", dense));
+  return check_agreement(*experts_.replicas, std::string(what) + " (this rank's experts)",
+                         hash_floats(store_.params(), store_.numel()));
 }
 
 FlatRange DataParallel::checkpoint_range() const {
-  const int64_t n = store_.numel(), r = dp_.rank(), p = dp_.size();
+  const Communicator& writers = experts_.enabled() ? *experts_.replicas : dp_;
+  const int64_t n = store_.numel(), r = writers.rank(), p = writers.size();
   return {n * r / p, n * (r + 1) / p};
 }
 

@@ -10,6 +10,12 @@
 // A tied embedding (wte read by the head too) is left out of the buckets: TiedEmbeddingTail
 // reduces the head's part as soon as the head is done and the embedding's rows sparsely at the end.
 //
+// Owner-only expert storage (ParamLayout::experts_sharded, expert parallelism without ZeRO): a rank
+// stores only its ep rank's experts, which the model trained on every ep rank's tokens, so their
+// gradients are averaged over the ranks storing the same experts (ShardedExperts::replicas, the dp
+// group) and divided by the ep size -- the one-process mean over dp x ep data ranks -- while the
+// dense tensors are averaged over the whole replica group as usual. Buckets never mix the two.
+//
 // Buckets are contiguous ranges of the flat gradient buffer. Gradients become final layer by layer
 // from the end of the buffer towards its start (head, layer L-1, ..., layer 0, embeddings), so the
 // buckets are cut from the end backwards and each launches once the lowest layer it touches is ready.
@@ -38,17 +44,26 @@
 
 namespace tessera {
 
+// The groups of owner-only expert storage: `replicas` holds the ranks storing this rank's experts
+// (dp), `ep` the ranks storing the other experts. Both null: every rank stores every expert.
+struct ShardedExperts {
+  Communicator* replicas = nullptr;
+  Communicator* ep = nullptr;
+  bool enabled() const { return replicas != nullptr; }
+};
+
 class DataParallel final : public ReplicaSync {
  public:
   // dp: the data-parallel group; bucket_bytes: target size of one all-reduce (the last bucket may
   // be smaller). AdamW (with `optim`) covers the whole flat buffer. compression: how the gradients
   // travel (none = f32 all-reduce).
   // The strategy's own loops run as ops of `backend` (the model's).
+  // experts: set (both groups) iff store.layout().experts_sharded(); compression must then be none.
   DataParallel(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim, int64_t bucket_bytes,
-                const CompressionConfig& compression = {});
+                const CompressionConfig& compression = {}, ShardedExperts experts = {});
 
   std::string_view name() const override { return "data_parallel"; }
-  // Copies rank 0's parameters to every rank (start of a run).
+  // Copies rank 0's parameters to every rank (start of a run); sharded experts from rank 0 of their replicas.
   Status broadcast_parameters() override;
   void begin_micro_batch(bool completes_step) override { sync_ = completes_step; }
   // Launches every bucket that has become final.
@@ -58,15 +73,19 @@ class DataParallel final : public ReplicaSync {
   void step_owned(float lr) override;
   Status complete_update() override { return Status::ok_status(); }  // replicas updated themselves
   Status average_over_replicas(float* values, int64_t n) override;
-  // Hashes the whole parameter buffer and compares across the dp group.
+  // Hashes the whole parameter buffer and compares across the dp group (with sharded experts: the
+  // dense tensors across it, the whole buffer across the experts' replicas).
   Status verify_replicas(std::string_view what) override;
-  // Replicas are identical, so the dp ranks split the writing: rank r saves the r-th 1/dp of the buffer.
+  // Replicas are identical, so the dp ranks split the writing: rank r saves the r-th 1/dp of the buffer
+  // (with sharded experts: 1/dp of the experts' replicas, and checkpoint_pieces leaves the dense
+  // tensors to ep rank 0).
   std::vector<OwnedState> owned_state() override { return {{0, &opt_, checkpoint_range()}}; }
   int64_t optimizer_steps() const override { return opt_.steps_taken(); }
   FlatRange checkpoint_range() const;
   // comm.compression's exchange and its state between steps (null: none, or dp = 1).
   CompressedExchange* exchange() { return exchange_.get(); }
-  // Replicas hold the whole averaged gradient: the local sum over the counted tensors, no communication.
+  // Replicas hold the whole averaged gradient: the local sum over the counted tensors, no communication
+  // (with sharded experts, the experts' part is summed over the ep group).
   Result<double> grad_sum_of_squares(const CountedTensor& counted) override;
   void scale_grads(float scale) override;
   Status sum_grad_over(Communicator& group, const ParamInfo& p) override;
@@ -83,12 +102,15 @@ class DataParallel final : public ReplicaSync {
   struct Bucket {
     int64_t begin, end;  // element range in the flat buffer
     int lowest_layer;    // the bucket is final once this layer is
+    bool experts;        // sharded experts' gradients only (averaged over experts_.replicas)
     Work work;
     bool launched = false;
     double t_launch = 0;
     double t_done = 0;  // when a test() or wait() first saw it complete (0: not yet)
   };
   void launch(Bucket& b);
+  // The dense tensors' elements (between the sharded experts' ranges): the whole buffer unless sharded.
+  std::vector<std::pair<int64_t, int64_t>> dense_ranges() const;
   Backend& backend_;
   Communicator& dp_;
   ParamStore& store_;
@@ -96,6 +118,7 @@ class DataParallel final : public ReplicaSync {
   std::unique_ptr<TiedEmbeddingTail> tail_;  // tied head on this stage: dwte reduced in two parts
   std::vector<Bucket> buckets_;  // in launch order (end of the buffer first)
   std::unique_ptr<CompressedExchange> exchange_;  // comm.compression != none and dp > 1
+  ShardedExperts experts_;
   bool sync_ = true;
   double exposed_wait_s_ = 0;
   TraceFn trace_;

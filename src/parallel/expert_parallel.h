@@ -2,13 +2,14 @@
 // (model/expert_parallel_hooks.h, which has the scheme) implemented with MPI all-to-all (counts)
 // and all-to-allv (rows).
 //
-// Usage (every rank of an ep group: the same parameters, its own data):
+// Usage (every rank of an ep group: the same dense parameters, its own experts and data):
 //   Transformer net(backend, cfg, store, B, T);
 //   ExpertParallel ep(grid.ep());
 //   net.set_expert_parallel_hooks(&ep);
 //   net.forward(tokens, targets); net.backward();
 //   TS_RETURN_IF_ERROR(ep.status());
-// and the gradients are averaged over grid.param_replicas() (dp x ep), like data parallelism's.
+// and the gradients are reduced by DataParallel with ShardedExperts{&grid.dp(), &grid.ep()} (the
+// store's layout built with ExpertShard{ep rank, ep}; plan/parallel_layout.h: stored_experts).
 #pragma once
 #include <cstdint>
 

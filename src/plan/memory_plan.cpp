@@ -65,7 +65,8 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     const auto [first, last] = lay.chunk_layers(coord.pp, c);
     r.chunk_layers.push_back({first, last});
     layouts.push_back(
-        std::make_unique<ParamLayout>(mc, first, last, TensorParallelShard{coord.tp, tp}, alignment));
+        std::make_unique<ParamLayout>(mc, first, last, TensorParallelShard{coord.tp, tp}, alignment,
+                                      stored_experts(cfg, lay, coord.ep)));
     const ParamLayout& layout = *layouts.back();
     r.parameters += layout.total_numel();
     if (zero > 0) {
@@ -76,7 +77,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
       k.alloc(MemCategory::gradients, layout.total_numel() * kF);
     }
     // initialise_parameters: a stage or shard imports the whole model once, then frees it.
-    const bool whole = tp == 1 && first == 0 && last == mc.n_layer;
+    const bool whole = layout.whole_tensors() && first == 0 && last == mc.n_layer;
     if (!cfg.init_weights.empty() && !whole) {
       const ParamLayout full(mc);
       const int a = k.alloc(MemCategory::parameters, full.total_numel() * kF);

@@ -197,6 +197,11 @@ Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
 
 }  // namespace
 
+ExpertShard stored_experts(const RunConfig& cfg, const ParallelLayout& lay, int ep_rank) {
+  if (lay.grid.ep <= 1 || cfg.parallel.zero > 0) return {};
+  return {ep_rank, lay.grid.ep};
+}
+
 std::pair<int, int> ParallelLayout::chunk_layers(int stage, int chunk) const {
   TS_CHECK(stage >= 0 && stage < pipe.stages) << "stage " << stage << " of " << pipe.stages;
   TS_CHECK(chunk >= 0 && chunk < pipe.virtual_stages) << "chunk " << chunk << " of " << pipe.virtual_stages;

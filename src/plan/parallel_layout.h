@@ -8,6 +8,7 @@
 
 #include "comm/grid.h"
 #include "model/context_parallel_hooks.h"
+#include "model/param_layout.h"
 #include "core/status.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/stage_balance.h"
@@ -39,5 +40,9 @@ struct ParallelLayout {
 // tp); then, at pp >= 2, the schedule against virtual_stages and train.grad_accum; then the layer split
 // (n_layer >= pp * virtual_stages, stage_layers' length and sum). Errors are invalid_argument.
 Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size);
+
+// The experts a rank at ep coordinate `ep_rank` stores: only its own (E / ep of each MoE layer) under
+// expert parallelism without ZeRO; every expert otherwise (ZeRO then divides them over dp x ep).
+ExpertShard stored_experts(const RunConfig& cfg, const ParallelLayout& lay, int ep_rank);
 
 }  // namespace tessera

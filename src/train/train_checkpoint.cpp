@@ -59,6 +59,7 @@ std::vector<SavedPiece> checkpoint_pieces(const ParamLayout& layout, FlatRange o
   std::vector<SavedPiece> out;
   for (const ParamInfo& p : layout.params()) {
     if (p.split == TpSplit::replicated && layout.tp().rank != 0) continue;  // tp rank 0 saves it
+    if (layout.experts_sharded() && !p.expert && layout.experts().rank != 0) continue;  // ep rank 0 saves it
     if (is_tied_copy(layout, p)) continue;
     const size_t before = out.size();
     for (const TensorPiece& q : layout.shard_pieces(p)) {

@@ -57,8 +57,9 @@ struct SavedPiece {
 
 // What a rank holding `layout` writes of the `owned` part of its flat buffers: each tensor's
 // tensor-parallel pieces (ParamLayout::shard_pieces) cut to `owned`, except the tensors another
-// rank writes instead -- replicated tensors on tp ranks other than 0, and the last pipeline stage's
-// copy of a tied wte (the first stage saves the real one). Over all ranks of a dp x pp x tp grid
+// rank writes instead -- replicated tensors on tp ranks other than 0, dense tensors on ep ranks other
+// than 0 of a layout storing only its experts, and the last pipeline stage's copy of a tied wte (the
+// first stage saves the real one). Over all ranks of a dp x pp x tp grid
 // whose owned ranges split each layout's buffer, every element of the model is written once.
 std::vector<SavedPiece> checkpoint_pieces(const ParamLayout& layout, FlatRange owned);
 

@@ -104,7 +104,7 @@ Status initialise_parameters(const RunConfig& cfg, ParamStore& store) {
   init_parameters(store, mc, cfg.train.seed);
   if (cfg.init_weights.empty()) return Status::ok_status();
   const ParamLayout& layout = store.layout();
-  const bool whole = layout.tp().size == 1 && layout.first_layer() == 0 && layout.last_layer() == mc.n_layer;
+  const bool whole = layout.whole_tensors() && layout.first_layer() == 0 && layout.last_layer() == mc.n_layer;
   if (whole) return import_hf_weights(cfg.init_weights, mc, layout, store.params());
   // A stage or shard: import the whole model once, then copy this rank's pieces of each tensor.
   ParamStore full{ParamLayout(mc)};
@@ -126,12 +126,14 @@ LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
   return {cfg.train.local_steps, cfg.outer.lr, cfg.outer.momentum, cfg.outer.nesterov};
 }
 
-// The layout of chunk c of pipeline stage `stage` on tp rank `tp_rank` (the workers' and, in a
-// parameter-server run, the servers' copy of that position).
-ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank) {
+// The layout of chunk c of pipeline stage `stage` on tp rank `tp_rank` and ep rank `ep_rank` (the
+// workers' and, in a parameter-server run, where ep = 1, the servers' copy of that position).
+ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank,
+                         int ep_rank) {
   const int64_t alignment = cfg.parallel.zero > 0 ? zero_layer_alignment(lay.grid.replica_size()) : 16;
   const auto [first, last] = lay.chunk_layers(stage, chunk);
-  return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment);
+  return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment,
+                     stored_experts(cfg, lay, ep_rank));
 }
 
 // Every training rank, whatever the layout (dp alone included): this rank's chunks of its stage, as
@@ -158,7 +160,7 @@ Status build_training_model(TrainingRun& run) {
   StoreOptions store_options = zero > 0 ? zero_store_options(zero) : StoreOptions{};
   store_options.backend = run.backend.get();
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
-    run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, lay, stage, c, grid.coord().tp), store_options));
+    run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, lay, stage, c, grid.coord().tp, grid.coord().ep), store_options));
     TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
     chunks.push_back(run.stores.back().get());
   }
@@ -206,13 +208,16 @@ Status build_training_model(TrainingRun& run) {
       run.local_sgd.push_back({local.get(), local_sgd_key_prefix(whole_replica, stage, chunk, grid.coord().tp)});
       return local;
     }
-    // The parameters' replicas: dp, the cp ranks sharing each sequence and the ep ranks (whose
-    // experts' gradients are zero except at their owner): dp at cp = ep = 1.
+    // The parameters' replicas: dp, the cp ranks sharing each sequence and the ep ranks (which store
+    // only their own experts without ZeRO; under ZeRO every expert, its gradient zero except at the
+    // owner): dp at cp = ep = 1.
     Communicator& replicas = grid.param_replicas();
     if (zero > 0)
       return std::make_unique<ZeroSharded>(*run.backend, replicas, store, cfg.optim, zero,
                                            compression.kind == CompressionKind::bf16);
-    auto dp = std::make_unique<DataParallel>(*run.backend, replicas, store, cfg.optim, bucket_bytes, compression);
+    ShardedExperts experts;  // owner-only expert storage: experts' gradients over their own replicas (dp)
+    if (store.layout().experts_sharded()) experts = {&grid.dp(), &grid.ep()};
+    auto dp = std::make_unique<DataParallel>(*run.backend, replicas, store, cfg.optim, bucket_bytes, compression, experts);
     const int chunk = static_cast<int>(run.compression.size());
     std::function<std::vector<CompressionState>()> state;
     if (CompressedExchange* x = dp->exchange()) state = [x] { return x->state(); };
@@ -246,7 +251,7 @@ Status build_server_stores(TrainingRun& run) {
   for (int stage = 0; stage < p.pp; ++stage)
     for (int t = 0; t < p.tp; ++t)
       for (int c = 0; c < run.layout.pipe.virtual_stages; ++c) {
-        run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, run.layout, stage, c, t)));
+        run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, run.layout, stage, c, t, 0)));
         TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
       }
   return Status::ok_status();

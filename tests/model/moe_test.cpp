@@ -226,6 +226,60 @@ TEST(MoeConfig, ParametersAndLayout) {
   EXPECT_EQ(sum, c.num_parameters());
 }
 
+// Owner-only expert storage: ep rank r stores experts [r*E/ep, (r+1)*E/ep) of every MoE layer at
+// their global rows, the dense tensors whole, and initialises its rows exactly as one process does.
+TEST(MoeConfig, ExpertShardStoresOnlyItsExpertsAtTheirGlobalRows) {
+  ModelConfig c = model_preset("tiny-moe").value();
+  c.moe_shared_expert = true;  // a dense MLP beside the experts stays whole
+  const int64_t E = c.moe_experts;
+  ParamStore whole{ParamLayout(c)};
+  init_parameters(whole, c, 7);
+  for (int ep : {2, 4}) {
+    int64_t expert_elements = 0;
+    for (int r = 0; r < ep; ++r) {
+      SCOPED_TRACE("ep " + std::to_string(ep) + " rank " + std::to_string(r));
+      ParamStore shard{ParamLayout(c, 0, static_cast<int>(c.n_layer), {}, 16, ExpertShard{r, ep})};
+      init_parameters(shard, c, 7);
+      const ParamLayout& layout = shard.layout();
+      EXPECT_TRUE(layout.experts_sharded());
+      EXPECT_FALSE(layout.whole_tensors());
+      EXPECT_EQ(layout.first_stored_expert(), r * E / ep);
+      int64_t in_ranges = 0;
+      for (const auto& [b, e] : expert_ranges(layout)) in_ranges += e - b;
+      int64_t experts_here = 0;
+      for (const ParamInfo& p : layout.params()) {
+        const ParamInfo& w = whole.layout().get(p.name);
+        EXPECT_EQ(p.global_shape, w.global_shape) << p.name;
+        const auto pieces = layout.shard_pieces(p);
+        ASSERT_EQ(pieces.size(), 1u) << p.name;
+        EXPECT_EQ(pieces[0].numel, p.numel) << p.name;
+        if (p.expert) {
+          EXPECT_EQ(p.shape[0] * ep, w.shape[0]) << p.name;
+          EXPECT_EQ(pieces[0].global_offset, r * p.numel) << p.name;
+          experts_here += p.numel;
+        } else {
+          EXPECT_EQ(p.numel, w.numel) << p.name;
+          EXPECT_EQ(pieces[0].global_offset, 0) << p.name;
+        }
+        // The same values as the whole model's rows (bitwise: the same stream).
+        const float* got = shard.params() + p.offset;
+        const float* want = whole.params() + w.offset + pieces[0].global_offset;
+        int64_t differ = 0;
+        for (int64_t i = 0; i < p.numel; ++i) differ += got[i] != want[i];
+        EXPECT_EQ(differ, 0) << p.name;
+      }
+      EXPECT_GE(in_ranges, experts_here);  // the ranges run to the next tensor (alignment padding)
+      EXPECT_LT(in_ranges, experts_here + 16 * static_cast<int64_t>(layout.params().size()));
+      expert_elements += experts_here;
+    }
+    int64_t whole_experts = 0;
+    for (const ParamInfo& p : whole.layout().params())
+      if (p.expert) whole_experts += p.numel;
+    EXPECT_EQ(expert_elements, whole_experts);
+  }
+  EXPECT_TRUE(expert_ranges(whole.layout()).empty());
+}
+
 TEST(MoeHf, MixtralNamesRoundTrip) {
   ModelConfig c = model_preset("tiny-moe").value();
   c.moe_shared_expert = true;

@@ -246,6 +246,26 @@ TEST(MemoryPlan, TensorParallelHalvesTheShardedParameters) {
   EXPECT_EQ(p1.ranks[0].parameters, whole.total_numel());
 }
 
+TEST(MemoryPlan, ExpertParallelStoresOnlyItsExpertsWithoutZero) {
+  const std::string moe = "model.preset=tiny-moe";
+  const RunConfig one = config({moe}), two = config({moe, "parallel.ep=2", "train.batch_tokens=512"});
+  const ParamLayout whole(one.model);
+  int64_t experts = 0, dense = 0;
+  for (const ParamInfo& p : whole.params()) (p.expert ? experts : dense) += p.numel;
+  ASSERT_GT(experts, dense);  // tiny-moe is mostly experts
+  const MemoryPlan p1 = plan(one, 1), p2 = plan(two, 2);
+  EXPECT_EQ(p1.ranks[0].parameters, whole.total_numel());
+  for (const RankMemoryPlan& r : p2.ranks) {
+    EXPECT_NEAR(static_cast<double>(r.parameters), static_cast<double>(experts / 2 + dense),
+                16.0 * static_cast<double>(whole.params().size()));
+    for (MemCategory c : {MemCategory::parameters, MemCategory::gradients, MemCategory::optimizer_state})
+      EXPECT_LT(cat(r, c), cat(p1.ranks[0], c) * 0.75) << static_cast<int>(c);
+  }
+  // Under ZeRO every rank's layout keeps every expert (ZeRO divides them over dp x ep).
+  const MemoryPlan z1 = plan(config({moe, "parallel.ep=2", "train.batch_tokens=512", "parallel.zero=1"}), 2);
+  EXPECT_GE(z1.ranks[0].parameters, whole.total_numel());
+}
+
 TEST(MemoryPlan, ZeroStagesShardTheStateOverDp) {
   auto at = [](int zero) {
     // 8 layers: three layers' full gradients in flight are well under the whole buffer.

@@ -103,6 +103,46 @@ TEST(CheckpointPieces, SkipsReplicatedOnOtherTpRanksAndTheTiedCopy) {
   for (const SavedPiece& p : pieces) EXPECT_EQ(p.numel, 0) << p.param->name;
 }
 
+// Owner-only expert storage (dp x ep, no ZeRO): the ep ranks of a dp group hold different experts
+// and the same dense tensors; each dp group splits its ranks' buffers (DataParallel's
+// checkpoint_range) and only ep rank 0 writes the dense tensors. Every element is written once.
+TEST(CheckpointPieces, ShardedExpertsCoverEveryTensorOnce) {
+  ModelConfig cfg = model_preset("tiny-moe").value();
+  cfg.moe_shared_expert = true;
+  for (int dp : {1, 2, 3})
+    for (int ep : {2, 4}) {
+      SCOPED_TRACE("dp " + std::to_string(dp) + " ep " + std::to_string(ep));
+      std::vector<checkpoint::ShardRecord> records;
+      for (int r = 0; r < dp * ep; ++r) {
+        const int e = r % ep, d = r / ep;
+        ParamLayout layout(cfg, 0, static_cast<int>(cfg.n_layer), {}, 16, ExpertShard{e, ep});
+        const int64_t n = layout.total_numel();
+        checkpoint::ShardRecord rec{r, checkpoint::shard_file_name(r), 0, {}};
+        for (const SavedPiece& p : checkpoint_pieces(layout, FlatRange{n * d / dp, n * (d + 1) / dp})) {
+          checkpoint::TensorEntry en{"param/" + p.param->name, DType::f32, p.param->global_shape, {}};
+          if (p.numel > 0) {
+            en.pieces.push_back({r, rec.file, rec.bytes, p.global_offset, p.numel, 0x0123456789abcdefull});
+            rec.bytes += (p.numel * 4 + 63) / 64 * 64;
+          }
+          if (e != 0) EXPECT_TRUE(p.param->expert) << p.param->name << " written by ep rank " << e;
+          rec.entries.push_back(std::move(en));
+        }
+        records.push_back(std::move(rec));
+      }
+      auto m = merged(records);
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      ParamLayout whole(cfg);
+      ASSERT_EQ(m->size(), whole.params().size());
+      for (const auto& en : *m) {
+        const ParamInfo* p = whole.find(en.key.substr(6));
+        ASSERT_NE(p, nullptr) << en.key;
+        int64_t covered = 0;
+        for (const auto& piece : en.pieces) covered += piece.numel;
+        EXPECT_EQ(covered, p->numel) << en.key;
+      }
+    }
+}
+
 // gpt2 (C 768, 12 layers) at tp 2: attn.proj.w and mlp.proj.w are split by columns, so every row
 // is its own piece (768 per tensor per rank, x 3 for param/adam_m/adam_v). Measure the manifest.
 TEST(CheckpointPieces, Gpt2ManifestSizeAtTp2) {
