@@ -13,6 +13,8 @@
 //   3. exchange_rows (all-to-all with variable counts) sends each block to its experts' owner;
 //   4. the owner runs its experts over each source's rows, and a second exchange_rows returns the
 //      outputs, which the source combines with its router weights.
+// The rows a rank routes to its own experts need no exchange: it computes them while the others'
+// rows travel (start_rows ... progress_rows between matmuls ... finish_rows), in forward and backward.
 // Backward mirrors 3 and 4: the output gradients go to the owner, which accumulates its experts'
 // weight gradients over every source and sends the input gradients home. The owner's expert
 // gradients are then averaged over the ranks storing the same experts (dp) and divided by p
@@ -40,8 +42,18 @@ class ExpertParallelHooks {
   virtual void exchange_counts(const int32_t* send, int32_t* recv, int64_t n) = 0;
   // send_rows[d] rows of `width` floats to rank d (send holds the blocks in rank order); recv gets
   // recv_rows[s] rows from rank s, in rank order. The buffers do not overlap.
-  virtual void exchange_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
-                             int64_t width) = 0;
+  void exchange_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
+                     int64_t width) {
+    start_rows(send, send_rows, recv, recv_rows, width);
+    finish_rows();
+  }
+  // exchange_rows in parts, so the rank computes while the rows travel: start_rows posts it,
+  // progress_rows lets it advance (MPI moves data only inside its calls), finish_rows waits for it.
+  // The buffers and row counts stay untouched until finish_rows; one exchange at a time.
+  virtual void start_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
+                          int64_t width) = 0;
+  virtual void progress_rows() = 0;
+  virtual void finish_rows() = 0;
   virtual Status status() const = 0;
 };
 

@@ -80,7 +80,8 @@ std::vector<MoeActs::Block> expert_blocks(const std::vector<int32_t>& counts, in
   int64_t first = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] > 0)
-      blocks.push_back({first_expert + static_cast<int64_t>(i) % experts, first, static_cast<int64_t>(counts[i])});
+      blocks.push_back({first_expert + static_cast<int64_t>(i) % experts, first, static_cast<int64_t>(counts[i]),
+                        static_cast<int>(static_cast<int64_t>(i) / experts)});
     first += counts[i];
   }
   return blocks;
@@ -106,7 +107,10 @@ int64_t Transformer::moe_dispatch(MoeActs& m) {
   ep_->exchange_counts(m.host_counts.data(), m.recv_counts.data(), EL);
   m.send_rows = rows_per_rank(m.host_counts, EL);
   m.recv_rows = rows_per_rank(m.recv_counts, EL);
-  m.blocks = expert_blocks(m.recv_counts, EL, ep_->ep_rank() * EL);
+  const int me = ep_->ep_rank();
+  m.blocks = expert_blocks(m.recv_counts, EL, me * EL);
+  m.own_send_first = std::accumulate(m.send_rows.begin(), m.send_rows.begin() + me, int64_t{0});
+  m.own_recv_first = std::accumulate(m.recv_rows.begin(), m.recv_rows.begin() + me, int64_t{0});
   return std::accumulate(m.recv_rows.begin(), m.recv_rows.end(), int64_t{0});
 }
 
@@ -146,16 +150,27 @@ void Transformer::moe_forward(int l, const float* x, float* out) {
                                    << " allocated";
   const float* xe = ep_ ? m.xr.as<float>() : xd;  // the experts' input and output rows
   float* ye = ep_ ? m.yr.as<float>() : y;
-  if (ep_) ep_->exchange_rows(xd, m.send_rows.data(), m.xr.as<float>(), m.recv_rows.data(), C);
   const int64_t first_stored = store_.layout().first_stored_expert();  // 0 unless experts are sharded
-  for (const MoeActs::Block& b : m.blocks) {
+  // Block b's input rows start at `in`; its hidden and output rows at b.first.
+  auto run = [&](const MoeActs::Block& b, const float* in) {
     const int64_t s = b.first, n = b.rows, e = b.expert - first_stored;
     const float* fc_w = p.moe_fc_w + e * 2 * F * C;  // (2F, C) [gate | up]
     const float* proj_w = p.moe_proj_w + e * C * F;  // (C, F)
-    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, h + s * 2 * F, xe + s * C, fc_w, nullptr, n, C, 2 * F); });
+    profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, h + s * 2 * F, in, fc_w, nullptr, n, C, 2 * F); });
     profiled(prof, OpGroup::activation, [&] { be_.swiglu_forward(act + s * F, h + s * 2 * F, n, F); });
     profiled(prof, OpGroup::matmul, [&] { linear_forward(be_, precision_, ye + s * C, act + s * F, proj_w, nullptr, n, F, C); });
+  };
+  if (ep_) {  // this rank's own rows while the others' travel
+    ep_->start_rows(xd, m.send_rows.data(), m.xr.as<float>(), m.recv_rows.data(), C);
+    for (const MoeActs::Block& b : m.blocks)
+      if (b.source == ep_->ep_rank()) {
+        run(b, xd + (m.own_send_first + b.first - m.own_recv_first) * C);
+        ep_->progress_rows();
+      }
+    ep_->finish_rows();
   }
+  for (const MoeActs::Block& b : m.blocks)
+    if (!ep_ || b.source != ep_->ep_rank()) run(b, xe + b.first * C);
   if (ep_) ep_->exchange_rows(ye, m.recv_rows.data(), y, m.send_rows.data(), C);
   profiled(prof, OpGroup::residual, [&] { be_.moe_combine_forward(out, y, slot_of, w, N, K, C); });
 }
@@ -181,25 +196,37 @@ void Transformer::moe_backward(int l, const float* x, const float* dout, float* 
   const float* xe = ep_ ? m.xr.as<float>() : xd;
   const float* dye = ep_ ? a.moe_dyr.as<float>() : dy;
   float* dxe = ep_ ? a.moe_dxr.as<float>() : dxd;
-  if (ep_) ep_->exchange_rows(dy, m.send_rows.data(), a.moe_dyr.as<float>(), m.recv_rows.data(), C);
   be_.fill(dact, R * F, 0.f);
   be_.fill(dh, R * 2 * F, 0.f);
   be_.fill(dxe, R * C, 0.f);
   const int64_t first_stored = store_.layout().first_stored_expert();
-  for (const MoeActs::Block& b : m.blocks) {
+  // Block b's output-gradient and input rows start at `dout_rows` and `in`; the rest at b.first.
+  auto run = [&](const MoeActs::Block& b, const float* dout_rows, const float* in) {
     const int64_t s = b.first, n = b.rows, e = b.expert - first_stored;
     const float* fc_w = p.moe_fc_w + e * 2 * F * C;
     const float* proj_w = p.moe_proj_w + e * C * F;
     float* dfc_w = g.moe_fc_w + e * 2 * F * C;
     float* dproj_w = g.moe_proj_w + e * C * F;
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, dact + s * F, dproj_w, nullptr, dye + s * C, act + s * F, proj_w, n, F, C);
+      linear_backward(be_, precision_, dact + s * F, dproj_w, nullptr, dout_rows, act + s * F, proj_w, n, F, C);
     });
     profiled(prof, OpGroup::activation, [&] { be_.swiglu_backward(dh + s * 2 * F, dact + s * F, h + s * 2 * F, n, F); });
     profiled(prof, OpGroup::matmul, [&] {
-      linear_backward(be_, precision_, dxe + s * C, dfc_w, nullptr, dh + s * 2 * F, xe + s * C, fc_w, n, C, 2 * F);
+      linear_backward(be_, precision_, dxe + s * C, dfc_w, nullptr, dh + s * 2 * F, in, fc_w, n, C, 2 * F);
     });
+  };
+  if (ep_) {  // as forward: this rank's own rows while the others' output gradients travel
+    ep_->start_rows(dy, m.send_rows.data(), a.moe_dyr.as<float>(), m.recv_rows.data(), C);
+    for (const MoeActs::Block& b : m.blocks)
+      if (b.source == ep_->ep_rank()) {
+        const int64_t row = m.own_send_first + b.first - m.own_recv_first;
+        run(b, dy + row * C, xd + row * C);
+        ep_->progress_rows();
+      }
+    ep_->finish_rows();
   }
+  for (const MoeActs::Block& b : m.blocks)
+    if (!ep_ || b.source != ep_->ep_rank()) run(b, dye + b.first * C, xe + b.first * C);
   if (ep_) ep_->exchange_rows(dxe, m.recv_rows.data(), dxd, m.send_rows.data(), C);
   profiled(prof, OpGroup::embedding, [&] { be_.scatter_add_rows(dx, m.slot_token.as<int64_t>(), dxd, S, C); });
   be_.fill(dlogits, N * E, 0.f);

@@ -42,8 +42,12 @@ struct MoeActs {
   // buffers (xd, h, act, y; under ep xr, h, act, yr). Empty experts have no block.
   struct Block {
     int64_t expert, first, rows;
+    int source;  // the ep rank whose tokens these are (0 without ep)
   };
   std::vector<Block> blocks;
+  // Under ep, this rank's rows for its own experts: from row own_send_first of xd (and the output
+  // gradients' rows), the same rows as from row own_recv_first of xr.
+  int64_t own_send_first = 0, own_recv_first = 0;
 };
 
 struct LayerActs {

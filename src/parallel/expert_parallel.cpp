@@ -35,21 +35,33 @@ void ExpertParallel::exchange_counts(const int32_t* send, int32_t* recv, int64_t
   stats_.seconds += steady_seconds() - t0;
 }
 
-void ExpertParallel::exchange_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
-                                   int64_t width) {
+void ExpertParallel::start_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
+                                int64_t width) {
   if (!status_.ok()) return;
   const int p = comm_.size(), me = comm_.rank();
-  std::vector<int64_t> send_counts(static_cast<size_t>(p)), recv_counts(static_cast<size_t>(p));
+  send_counts_.assign(static_cast<size_t>(p), 0);
+  recv_counts_.assign(static_cast<size_t>(p), 0);
   for (int r = 0; r < p; ++r) {
-    send_counts[static_cast<size_t>(r)] = send_rows[r] * width;
-    recv_counts[static_cast<size_t>(r)] = recv_rows[r] * width;
+    send_counts_[static_cast<size_t>(r)] = send_rows[r] * width;
+    recv_counts_[static_cast<size_t>(r)] = recv_rows[r] * width;
     const int64_t bytes = send_rows[r] * width * static_cast<int64_t>(sizeof(float));
     (r == me ? stats_.bytes_kept : stats_.bytes_sent) += bytes;
   }
   ++stats_.exchanges;
   const double t0 = steady_seconds();
-  record(comm_.all_to_allv(send, send_counts.data(), recv, recv_counts.data(), DType::f32),
-         "all-to-all of the dispatched rows");
+  rows_ = comm_.all_to_allv_async(send, send_counts_.data(), recv, recv_counts_.data(), DType::f32);
+  stats_.seconds += steady_seconds() - t0;
+}
+
+void ExpertParallel::progress_rows() {
+  const double t0 = steady_seconds();
+  (void)rows_.test();
+  stats_.seconds += steady_seconds() - t0;
+}
+
+void ExpertParallel::finish_rows() {
+  const double t0 = steady_seconds();
+  record(rows_.wait(), "all-to-all of the dispatched rows");
   stats_.seconds += steady_seconds() - t0;
 }
 

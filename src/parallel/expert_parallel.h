@@ -12,6 +12,7 @@
 // store's layout built with ExpertShard{ep rank, ep}; plan/parallel_layout.h: stored_experts).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -29,7 +30,7 @@ struct ExpertExchangeStats {
   int64_t exchanges = 0;     // exchange_rows calls
   int64_t bytes_sent = 0;    // to other ranks
   int64_t bytes_kept = 0;    // to this rank itself
-  double seconds = 0;        // blocked in the exchanges (counts included)
+  double seconds = 0;        // blocked in the exchanges (counts included; time computing while rows travel excluded)
 };
 
 class ExpertParallel final : public ExpertParallelHooks {
@@ -39,14 +40,18 @@ class ExpertParallel final : public ExpertParallelHooks {
   int ep_rank() const override { return comm_.rank(); }
   int ep_size() const override { return comm_.size(); }
   void exchange_counts(const int32_t* send, int32_t* recv, int64_t n) override;
-  void exchange_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
-                     int64_t width) override;
+  void start_rows(const float* send, const int64_t* send_rows, float* recv, const int64_t* recv_rows,
+                  int64_t width) override;
+  void progress_rows() override;
+  void finish_rows() override;
   Status status() const override { return status_; }
   const ExpertExchangeStats& stats() const { return stats_; }
 
  private:
   void record(const Status& s, const char* what);
   Communicator& comm_;
+  Work rows_;                                   // the exchange in flight (complete when none)
+  std::vector<int64_t> send_counts_, recv_counts_;  // its element counts, read by MPI until it completes
   ExpertExchangeStats stats_;
   Status status_;
 };

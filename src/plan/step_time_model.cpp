@@ -26,6 +26,7 @@ struct ChunkTime {
   double comm_fwd() const { return tp_fwd + cp_fwd + ep_fwd; }
   double comm_bwd() const { return tp_bwd + cp_bwd + ep_bwd; }
   double params = 0;          // elements of the chunk's (tp-shard) parameters
+  double expert_params = 0;   // of which owner-only experts (reduced over dp, not dp x ep)
   double largest_unit = 0;    // elements of its largest layer (ZeRO's unit, DataParallel's bucket floor)
   bool holds_wte = false;
 };
@@ -35,6 +36,11 @@ struct RankTime {
   double params() const {
     double s = 0;
     for (const ChunkTime& c : chunks) s += c.params;
+    return s;
+  }
+  double expert_params() const {
+    double s = 0;
+    for (const ChunkTime& c : chunks) s += c.expert_params;
     return s;
   }
 };
@@ -79,8 +85,9 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
     // A split backward (zb-h1): each linear's backward is two matmuls of equal FLOPs, the
     // weight-gradient one in the weight pass.
     if (lay.schedule == PipelineScheduleKind::zb_h1) t.weight = class_seconds(ops.backward, OpClass::matmul, hw, prec) / 2;
-    const ParamLayout pl(m, first, last, TensorParallelShard{0, tp});
+    const ParamLayout pl(m, first, last, TensorParallelShard{0, tp}, 16, stored_experts(cfg, lay, 0));
     t.params = static_cast<double>(pl.total_numel());
+    for (const auto& [b, e] : expert_ranges(pl)) t.expert_params += static_cast<double>(e - b);
     t.largest_unit = static_cast<double>(pl.total_numel()) / std::max(1, last - first);
     t.holds_wte = first == 0;
     if (tp > 1) {
@@ -208,8 +215,9 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
       unit = std::max(unit, c.largest_unit);
     }
     if (replicas > 1) {
-      if (zero == 0) {
-        const double total = ring_all_reduce_s(bytes, replicas, dp_link);
+      if (zero == 0) {  // owner-only experts: over the ranks storing them (dp), the rest over dp x ep
+        const double experts = kF * ranks[s].expert_params();
+        const double total = ring_all_reduce_s(bytes - experts, replicas, dp_link) + ring_all_reduce_s(experts, g.dp, dp_link);
         const double last = ring_all_reduce_s(std::min(bytes, cfg.parallel.bucket_mb * 1048576.0), replicas, dp_link);
         dp_total[s] = total;
         dp_exposed[s] = std::max(total - ov * bwd_window, last);

@@ -158,7 +158,9 @@ class ExpertParallelShape final : public ExpertParallelHooks {
   int ep_rank() const override { return size_ - 1; }
   int ep_size() const override { return size_; }
   void exchange_counts(const int32_t*, int32_t*, int64_t) override {}
-  void exchange_rows(const float*, const int64_t*, float*, const int64_t*, int64_t) override {}
+  void start_rows(const float*, const int64_t*, float*, const int64_t*, int64_t) override {}
+  void progress_rows() override {}
+  void finish_rows() override {}
   Status status() const override { return Status(); }
 
  private:

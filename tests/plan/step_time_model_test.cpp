@@ -214,6 +214,27 @@ TEST(StepTimeModel, DataParallelReductionHidesOnlyAsFarAsOverlapAllows) {
   EXPECT_GT(z.breakdown.dp_total_s, 1.4 * none.breakdown.dp_total_s);
 }
 
+// Owner-only experts (ep without ZeRO): dense gradients are reduced over dp x ep, each rank's
+// experts over dp only, and AdamW runs over E / ep experts.
+TEST(StepTimeModel, ExpertParallelReducesOnlyTheDenseTensorsAcrossEp) {
+  HardwareSpec h = ideal();
+  h.overlap_efficiency = 0;
+  h.memory_bandwidth = 1e9;
+  const std::string moe = "model.preset=tiny-moe";
+  const StepTimePrediction ep = predict(config({moe, "parallel.ep=2", "train.batch_tokens=512"}), 2, h);
+  const StepTimePrediction dp = predict(config({moe, "parallel.dp=2", "train.batch_tokens=512"}), 2, h);
+  const ModelConfig m = config({moe}).model;
+  double dense = 0, all = 0;
+  for (const ParamInfo& p : ParamLayout(m).params()) {
+    all += static_cast<double>(p.numel);
+    if (!p.expert) dense += static_cast<double>(p.numel);
+  }
+  EXPECT_NEAR(dp.breakdown.dp_total_s, ring_all_reduce_s(4 * all, 2, h.intra), 1e-3 * dp.breakdown.dp_total_s);
+  // Within the alignment padding (16 floats per tensor) that the expert ranges carry.
+  EXPECT_NEAR(ep.breakdown.dp_total_s, ring_all_reduce_s(4 * dense, 2, h.intra), 0.02 * ep.breakdown.dp_total_s);
+  EXPECT_LT(ep.breakdown.optimizer_s, 0.75 * dp.breakdown.optimizer_s);
+}
+
 TEST(StepTimeModel, TensorParallelAddsFourAllReducesPerLayer) {
   RunConfig cfg = config({"parallel.tp=2"});
   const StepTimePrediction p = predict(cfg, 2, ideal());
