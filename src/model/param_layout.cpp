@@ -22,11 +22,13 @@ Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp) 
     return bad("must divide " + std::string(field) + " (" + std::to_string(v) + ") so that each rank owns " + why +
                "; choose a tensor-parallel size that divides it");
   };
-  if (cfg.is_moe() && tp.size > 1)
-    return bad("mixture-of-experts layers (model.moe_experts > 0) have no tensor-parallel split; use tp = 1");
+  // Mixture-of-experts layers are not split: every tp rank runs them whole (their experts are
+  // divided by expert parallelism instead), so d_ff must divide only for dense MLPs (shared experts).
+  bool dense_mlp = false;
+  for (int l = 0; l < cfg.n_layer; ++l) dense_mlp = dense_mlp || cfg.has_dense_mlp(l);
   TS_RETURN_IF_ERROR(divides("n_head", cfg.n_head, "whole attention heads"));
   TS_RETURN_IF_ERROR(divides("n_kv_head", cfg.n_kv_head, "whole key/value heads"));
-  TS_RETURN_IF_ERROR(divides("d_ff", cfg.d_ff, "an equal slice of the MLP"));
+  if (dense_mlp) TS_RETURN_IF_ERROR(divides("d_ff", cfg.d_ff, "an equal slice of the MLP"));
   return Status::ok_status();
 }
 

@@ -140,7 +140,8 @@ void Transformer::allocate_activations() {
     a.moe_out = act_buffer(N * C);
     const int64_t R = moe_expert_rows();
     a.moe_dy = act_buffer(S * C); a.moe_dxd = act_buffer(S * C);
-    a.moe_dh = act_buffer(R * 2 * F); a.moe_dact = act_buffer(R * F);
+    const int64_t MF = cfg_.d_ff;  // experts are never split by tp
+    a.moe_dh = act_buffer(R * 2 * MF); a.moe_dact = act_buffer(R * MF);
     a.moe_dtopk_w = act_buffer(N * K); a.moe_dlogits = act_buffer(N * E);
     if (ep_) {
       a.moe_dyr = act_buffer(R * C);

@@ -1,11 +1,13 @@
 // The mixture-of-experts MLP branch of the Transformer: a softmax top-k router in f32, dispatch by
 // gathering each expert's rows into one contiguous block, one SwiGLU matmul pair per expert over the
 // rows it received, and a weighted scatter back (Mixtral's layer, computed as grouped matmuls).
-// Tensor and sequence parallelism are refused with MoE (validate_tensor_parallel), so every buffer
-// here has all N rows; under context parallelism (dropless only) the rank's N positions, and the
-// only hook called sums the routed counts over the cp group for the load-balancing loss. Under
-// expert parallelism the dispatched rows travel to their experts' owner and back around the expert
-// matmuls (expert_parallel_hooks.h); routing, combine and the router's losses stay local.
+// Under tensor parallelism every tp rank runs the MoE layer whole on the same N rows (its tensors
+// are replicated; sequence parallelism is refused with MoE), so every buffer here has all N rows
+// and the input gradient is the same on every tp rank. Under context parallelism (dropless only)
+// the rank's N positions, and the only hook called sums the routed counts over the cp group for the
+// load-balancing loss. Under expert parallelism the dispatched rows travel to their experts' owner
+// and back around the expert matmuls (expert_parallel_hooks.h); routing, combine and the router's
+// losses stay local.
 #include <algorithm>
 #include <numeric>
 

@@ -128,7 +128,7 @@ void Transformer::layer_forward(int l, const float* x, const LayerView& v, bool 
     tp.reduce_from_region_forward({TpPoint::mlp_proj, l, y, N, C});
     profiled(prof, OpGroup::residual, [&] { be_.add(r3, y + R0 * C, r2, NS * C); });
   }
-  if (moe) {  // tensor and sequence parallelism are refused with MoE: N rows, no hooks
+  if (moe) {  // whole on every tp rank (sequence parallelism is refused with MoE): N rows, no tp hooks
     float* out = acts_->moe_out.as<float>();
     moe_forward(l, ln2, out);
     probe(ModelPass::forward, l, 7, "moe", out, N * C);

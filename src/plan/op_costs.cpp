@@ -24,19 +24,20 @@ struct Shape {
   double N, Nr, C, Q, A, F, FC, T, B;  // rows, norm/residual rows, widths of the tp shard
   bool llama;
   bool dense_mlp = true;  // false: a MoE layer without a shared expert
-  bool moe = false;       // a mixture-of-experts layer (tp = 1)
-  // MoE: E experts, S dispatched slots of the rank's tokens; under expert parallelism the rank
-  // computes experts_here = E / ep of them over rows_per_expert = ep S / E rows each (uniform routing).
-  double E = 0, S = 0, experts_here = 0, rows_per_expert = 0;
+  bool moe = false;       // a mixture-of-experts layer (run whole on every tp rank)
+  // MoE: E experts of width MF (d_ff, never split by tp), S dispatched slots of the rank's tokens;
+  // under expert parallelism the rank computes experts_here = E / ep of them over
+  // rows_per_expert = ep S / E rows each (uniform routing).
+  double E = 0, S = 0, experts_here = 0, rows_per_expert = 0, MF = 0;
 };
 
 void moe_forward(Builder& b, const Shape& s) {
   b.matmul(s.N, s.C, s.E);                                    // router (f32)
   b.memory(kF * (2 * s.N * s.E + 2 * s.S * s.C));             // softmax and top-k, gather, combine
   for (int e = 0; e < static_cast<int>(s.experts_here); ++e) {
-    b.matmul(s.rows_per_expert, s.C, 2 * s.F);                // gate and up
-    b.memory(kF * s.rows_per_expert * 3 * s.F);               // swiglu
-    b.matmul(s.rows_per_expert, s.F, s.C);                    // down
+    b.matmul(s.rows_per_expert, s.C, 2 * s.MF);               // gate and up
+    b.memory(kF * s.rows_per_expert * 3 * s.MF);              // swiglu
+    b.matmul(s.rows_per_expert, s.MF, s.C);                   // down
   }
 }
 
@@ -107,6 +108,7 @@ ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool seque
     x.S = static_cast<double>(cap > 0 ? std::min(n * m.moe_top_k, m.moe_experts * cap) : n * m.moe_top_k);
     x.experts_here = x.E / ep;
     x.rows_per_expert = ep * x.S / x.E;
+    x.MF = F;
     return x;
   };
   Builder f{out.forward}, b{out.backward};

@@ -44,7 +44,9 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, cons
   // A MoE model's expert load of this step, summed over the ranks (one more small all-gather).
   std::vector<MoeLoadSummary> moe;
   if (cfg.model.is_moe()) {
-    TS_ASSIGN_OR_RETURN(moe, gather_moe_load(step_stats_group(run), cfg.model, run.runner->take_moe_load()));
+    std::vector<Transformer::MoeLayerLoad> load = run.runner->take_moe_load();
+    if (run.grid->coord().tp != 0) load.clear();  // the tp ranks route the same tokens: counted once
+    TS_ASSIGN_OR_RETURN(moe, gather_moe_load(step_stats_group(run), cfg.model, load));
   }
   if (!run.lead) return Status::ok_status();
   for (const std::string& w : moe_collapse_warnings(moe, cfg.train.moe_warn_share, step)) log_warn(w);

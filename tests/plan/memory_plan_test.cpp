@@ -135,7 +135,7 @@ TEST(MemoryPlan, ActivationFormulaCountsContextParallelBuffers) {
         for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
           const int cp = 2;
           const bool ring = mode == ContextParallelMode::ring;
-          if (mc.is_moe() && tp > 1) continue;  // experts have no tensor-parallel split
+          if (mc.is_moe() && tp > 1) continue;  // MoE refuses sequence parallelism (these hooks)
           if (!ring && (mc.n_kv_head / tp) % cp != 0) continue;  // Ulysses splits the KV heads of a tp rank
           ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}));
           Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32 / cp, rc);
@@ -171,6 +171,7 @@ class ExpertParallelShape final : public ExpertParallelHooks {
 // capacity, MoE every other layer with a shared expert, over pipeline stages and recomputation;
 // under expert parallelism the experts' rows for the whole ep group and the receive buffers.
 TEST(MemoryPlan, ActivationFormulaCountsTheExperts) {
+  for (int tp : {1, 2})
   for (int ep : {1, 2, 4})
   for (int variant = 0; variant < 2; ++variant) {
     ModelConfig mc = model_preset("tiny-moe").value();
@@ -182,13 +183,13 @@ TEST(MemoryPlan, ActivationFormulaCountsTheExperts) {
     }
     for (auto [first, last] : {std::pair{0, 4}, std::pair{1, 3}, std::pair{2, 4}})
       for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-        ParamStore store(ParamLayout(mc, first, last));
+        ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}));
         Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32, rc);
         ExpertParallelShape ep_hooks(ep);
         if (ep > 1) model.set_expert_parallel_hooks(&ep_hooks);
         EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
                   transformer_activation_bytes(mc, store.layout(), 2, 32, false, rc, 1, false, ep))
-            << "ep " << ep << " variant " << variant << " layers [" << first << "," << last << ") "
+            << "tp " << tp << " ep " << ep << " variant " << variant << " layers [" << first << "," << last << ") "
             << recompute_name(rc);
       }
   }
