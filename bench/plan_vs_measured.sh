@@ -53,7 +53,8 @@ CONFIGS=(  # label|ranks|overrides
   "llama_ring4_zero1_selective|4|$LLAMA parallel.cp=4 parallel.cp_mode=ring parallel.zero=1 train.recompute=selective"
   "moe_dp2|2|$MOE parallel.dp=2 train.batch_tokens=512"
   "moe_ep2|2|$MOE parallel.ep=2 train.batch_tokens=512"
-  "moe_ep2_zero1|2|$MOE parallel.ep=2 parallel.zero=1 train.batch_tokens=512"
+  "moe_dp2_ep2|4|$MOE parallel.dp=2 parallel.ep=2 train.batch_tokens=1024"
+  "moe_dp2_ep2_zero1|4|$MOE parallel.dp=2 parallel.ep=2 parallel.zero=1 train.batch_tokens=1024"
 )
 
 : > "$TMP/runs.txt"

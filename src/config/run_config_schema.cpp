@@ -330,8 +330,8 @@ std::vector<SectionSpec> make_schema() {
             "ring (keys and values passed round the cp ranks, two balanced pieces per rank; 2 x cp divides seq_len)"},
            {"ep", field(&RC::parallel, &PC::ep), kOk, count_of_ranks(),
             "expert-parallel ranks (mixture-of-experts models): each reads its own data, like dp, and computes "
-            "model.moe_experts / ep experts of every MoE layer for the tokens of all ep ranks (and, without ZeRO, stores "
-            "only those)"},
+            "model.moe_experts / ep experts of every MoE layer for the tokens of all ep ranks (and stores only "
+            "those)"},
            {"bucket_mb", field(&RC::parallel, &PC::bucket_mb), kOk,
             {holds([](double x) { return x > 0; }, " must be > 0")}, "gradient all-reduce bucket size"},
            // How the work is split, not the math: a change on --resume keeps the trajectory.

@@ -1,9 +1,8 @@
 // The expert-parallel seam of the transformer's mixture-of-experts layers (parallel.ep = p > 1).
 //
 // The p ranks of an ep group read different data, like data-parallel ranks, and hold the same dense
-// parameters. Without ZeRO each stores only its own experts (ParamLayout's ExpertShard: experts
-// [r*E/p, (r+1)*E/p) of every MoE layer, at local index e - r*E/p); under ZeRO every rank's layout
-// keeps every expert and ZeRO divides them over dp x ep.
+// parameters. Each stores only its own experts (ParamLayout's ExpertShard: experts
+// [r*E/p, (r+1)*E/p) of every MoE layer, at local index e - r*E/p); ZeRO shards them over dp.
 // Rank r computes experts [r*E/p, (r+1)*E/p) of every MoE layer for the tokens all p ranks routed
 // there:
 //   1. each rank routes its own tokens (router, top-k, capacity: exactly as one process routes that

@@ -60,10 +60,9 @@ void Transformer::allocate_moe_layer(MoeActs& m) {
 
 void Transformer::set_expert_parallel_hooks(ExpertParallelHooks* hooks) {
   const int size = hooks ? hooks->ep_size() : 1;
-  if (size > 1)
-    TS_CHECK(cfg_.is_moe() && cfg_.moe_experts % size == 0)
-        << "expert parallelism over " << size << " ranks needs a mixture-of-experts model whose experts ("
-        << cfg_.moe_experts << ") it divides";
+  TS_CHECK(size == 1 || (cfg_.is_moe() && cfg_.moe_experts % size == 0))
+      << "expert parallelism over " << size << " ranks needs a mixture-of-experts model whose experts ("
+      << cfg_.moe_experts << ") it divides";
   const ExpertShard stored = store_.layout().experts();
   TS_CHECK(stored.size == 1 || (stored.size == size && stored.rank == hooks->ep_rank()))
       << "the parameters store experts shard " << stored.rank << " of " << stored.size

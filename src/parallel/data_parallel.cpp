@@ -59,22 +59,9 @@ DataParallel::DataParallel(Backend& backend, Communicator& dp, ParamStore& store
   // Padding between tensors lies inside bucket ranges; it is zero on every rank, so averaging it is harmless.
 }
 
-std::vector<std::pair<int64_t, int64_t>> DataParallel::dense_ranges() const {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  int64_t begin = 0;
-  for (const auto& [b, e] : expert_ranges(store_.layout())) {
-    if (b > begin) out.emplace_back(begin, b);
-    begin = e;
-  }
-  if (store_.numel() > begin) out.emplace_back(begin, store_.numel());
-  return out;
-}
-
 Status DataParallel::broadcast_parameters() {
   if (!experts_.enabled()) return dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0);
-  TS_RETURN_IF_ERROR(experts_.replicas->broadcast(store_.params(), store_.numel(), DType::f32, 0));
-  for (const auto& [b, e] : dense_ranges()) TS_RETURN_IF_ERROR(dp_.broadcast(store_.params() + b, e - b, DType::f32, 0));
-  return Status::ok_status();
+  return broadcast_with_sharded_experts(dp_, experts_, store_);
 }
 
 void DataParallel::launch(Bucket& b) {
@@ -161,19 +148,8 @@ Status DataParallel::average_over_replicas(float* values, int64_t n) {
   return dp_.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
 }
 
-namespace {
-uint64_t hash_floats(const float* x, int64_t n) {
-  return agreement_hash(std::string_view(reinterpret_cast<const char*>(x), static_cast<size_t>(n) * sizeof(float)));
-}
-}  // namespace
-
 Status DataParallel::verify_replicas(std::string_view what) {
-  if (!experts_.enabled()) return check_agreement(dp_, what, hash_floats(store_.params(), store_.numel()));
-  uint64_t dense = 0;
-  for (const auto& [b, e] : dense_ranges()) dense = dense * 1099511628211ull ^ hash_floats(store_.params() + b, e - b);
-  TS_RETURN_IF_ERROR(check_agreement(dp_, std::string(what) + " (dense tensors)", dense));
-  return check_agreement(*experts_.replicas, std::string(what) + " (this rank's experts)",
-                         hash_floats(store_.params(), store_.numel()));
+  return verify_replica_parameters(dp_, experts_, store_, what);
 }
 
 FlatRange DataParallel::checkpoint_range() const {

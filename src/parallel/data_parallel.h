@@ -10,7 +10,7 @@
 // A tied embedding (wte read by the head too) is left out of the buckets: TiedEmbeddingTail
 // reduces the head's part as soon as the head is done and the embedding's rows sparsely at the end.
 //
-// Owner-only expert storage (ParamLayout::experts_sharded, expert parallelism without ZeRO): a rank
+// Owner-only expert storage (ParamLayout::experts_sharded, expert parallelism): a rank
 // stores only its ep rank's experts, which the model trained on every ep rank's tokens, so their
 // gradients are averaged over the ranks storing the same experts (ShardedExperts::replicas, the dp
 // group) and divided by the ep size -- the one-process mean over dp x ep data ranks -- while the
@@ -43,14 +43,6 @@
 #include "parallel/tied_embedding_tail.h"
 
 namespace tessera {
-
-// The groups of owner-only expert storage: `replicas` holds the ranks storing this rank's experts
-// (dp), `ep` the ranks storing the other experts. Both null: every rank stores every expert.
-struct ShardedExperts {
-  Communicator* replicas = nullptr;
-  Communicator* ep = nullptr;
-  bool enabled() const { return replicas != nullptr; }
-};
 
 class DataParallel final : public ReplicaSync {
  public:
@@ -109,8 +101,6 @@ class DataParallel final : public ReplicaSync {
     double t_done = 0;  // when a test() or wait() first saw it complete (0: not yet)
   };
   void launch(Bucket& b);
-  // The dense tensors' elements (between the sharded experts' ranges): the whole buffer unless sharded.
-  std::vector<std::pair<int64_t, int64_t>> dense_ranges() const;
   Backend& backend_;
   Communicator& dp_;
   ParamStore& store_;

@@ -4,8 +4,44 @@
 #include <string>
 #include <vector>
 
+#include "comm/agreement.h"
+
 
 namespace tessera {
+
+std::vector<std::pair<int64_t, int64_t>> dense_ranges(const ParamLayout& layout) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t begin = 0;
+  for (const auto& [b, e] : expert_ranges(layout)) {
+    if (b > begin) out.emplace_back(begin, b);
+    begin = e;
+  }
+  if (layout.total_numel() > begin) out.emplace_back(begin, layout.total_numel());
+  return out;
+}
+
+Status broadcast_with_sharded_experts(Communicator& replicas, const ShardedExperts& experts, ParamStore& store) {
+  TS_RETURN_IF_ERROR(experts.replicas->broadcast(store.params(), store.numel(), DType::f32, 0));
+  for (const auto& [b, e] : dense_ranges(store.layout()))
+    TS_RETURN_IF_ERROR(replicas.broadcast(store.params() + b, e - b, DType::f32, 0));
+  return Status::ok_status();
+}
+
+namespace {
+uint64_t hash_floats(const float* x, int64_t n) {
+  return agreement_hash(std::string_view(reinterpret_cast<const char*>(x), static_cast<size_t>(n) * sizeof(float)));
+}
+}  // namespace
+
+Status verify_replica_parameters(Communicator& replicas, const ShardedExperts& experts, const ParamStore& store,
+                                 std::string_view what) {
+  const uint64_t whole = hash_floats(store.params(), store.numel());
+  if (!experts.enabled()) return check_agreement(replicas, what, whole);
+  uint64_t dense = 0;
+  for (const auto& [b, e] : dense_ranges(store.layout())) dense = dense * 1099511628211ull ^ hash_floats(store.params() + b, e - b);
+  TS_RETURN_IF_ERROR(check_agreement(replicas, std::string(what) + " (dense tensors)", dense));
+  return check_agreement(*experts.replicas, std::string(what) + " (this rank's experts)", whole);
+}
 
 double full_grad_sum_of_squares(Backend& backend, const ParamStore& store, const CountedTensor& counted) {
   double sum = 0;

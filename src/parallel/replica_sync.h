@@ -6,6 +6,9 @@
 // update below (norm, scale, the owned optimizer step, what completes the update).
 #pragma once
 #include <functional>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "model/param_layout.h"
@@ -13,6 +16,28 @@
 #include "parallel/gradient_sync.h"
 
 namespace tessera {
+
+// The groups of owner-only expert storage (ParamLayout::experts_sharded): `replicas` holds the ranks
+// storing this rank's experts (dp), `ep` the ranks storing the other experts. Both null: every rank
+// stores every expert.
+struct ShardedExperts {
+  Communicator* replicas = nullptr;
+  Communicator* ep = nullptr;
+  bool enabled() const { return replicas != nullptr; }
+};
+
+// The dense tensors' element ranges of `layout` (between its sharded experts' ranges, merged): the
+// whole buffer unless experts_sharded().
+std::vector<std::pair<int64_t, int64_t>> dense_ranges(const ParamLayout& layout);
+
+// Sharded experts: rank 0 of the experts' replicas gives its whole buffer to them, then rank 0 of
+// `replicas` (dp x ep) its dense tensors to every replica.
+Status broadcast_with_sharded_experts(Communicator& replicas, const ShardedExperts& experts, ParamStore& store);
+// That the replicas hold the same parameters: the whole buffer over `replicas`, or with sharded
+// experts the dense tensors over `replicas` and the whole buffer over the experts' replicas.
+// Collective; every rank returns the same outcome, naming the ranks that differ.
+Status verify_replica_parameters(Communicator& replicas, const ShardedExperts& experts, const ParamStore& store,
+                                 std::string_view what);
 
 // Whether a tensor's gradient counts towards the global norm on this rank (tp rank 0 only for
 // replicated tensors, never the last stage's tied copy, ...).

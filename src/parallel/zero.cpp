@@ -45,9 +45,12 @@ struct ZeroSharded::Unit {
 };
 
 ZeroSharded::ZeroSharded(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage,
-                         bool bf16_grads)
-    : backend_(backend), dp_(dp), store_(store), stage_(stage), bf16_grads_(bf16_grads), rank_(dp.rank()), size_(dp.size()) {
+                         bool bf16_grads, ShardedExperts experts)
+    : backend_(backend), replicas_(dp), dp_(experts.enabled() ? *experts.replicas : dp), experts_(experts),
+      store_(store), stage_(stage), bf16_grads_(bf16_grads), rank_(dp_.rank()), size_(dp_.size()) {
   TS_CHECK(stage >= 1 && stage <= 3) << "ZeRO stage " << stage;
+  TS_CHECK(experts.enabled() == store.layout().experts_sharded() && (!experts.enabled() || experts.ep))
+      << "ZeRO: the expert groups must be given exactly when the layout stores only some experts";
   const ParamLayout& layout = store.layout();
   // Units: the layers present, in buffer order.
   std::vector<int> layers;
@@ -103,7 +106,8 @@ void ZeroSharded::sample() {
 // ---- parameters ----
 
 Status ZeroSharded::broadcast_parameters() {
-  TS_RETURN_IF_ERROR(dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0));
+  if (experts_.enabled()) TS_RETURN_IF_ERROR(broadcast_with_sharded_experts(replicas_, experts_, store_));
+  else TS_RETURN_IF_ERROR(dp_.broadcast(store_.params(), store_.numel(), DType::f32, 0));
   if (stage_ >= 3)
     for (auto& u : units_) release_params(*u);
   sample();
@@ -275,22 +279,48 @@ Status ZeroSharded::finish() {
     if (stage_ == 1 && !u->launched && size_ > 1) launch_reduction(*u);  // its layer never came up in sync
   while (!reducing_.empty()) record(complete_reduction(*reducing_.front()));
   for (auto& u : units_) u->launched = false;
+  if (experts_.enabled() && status_.ok()) record(average_over_expert_parallel());
   exposed_wait_s_ += now_s() - t0;
   sample();
   return status_;
 }
 
+float* ZeroSharded::owned_grads(Unit& u) { return stage_ >= 2 ? u.acc - u.owned.begin : store_.grads(); }
+
+Status ZeroSharded::average_over_expert_parallel() {
+  const std::vector<std::pair<int64_t, int64_t>> dense = dense_ranges(store_.layout());
+  const float inv_ep = 1.f / static_cast<float>(experts_.ep->size());
+  for (auto& u : units_) {
+    float* g = owned_grads(*u);
+    for (const auto& [b, e] : expert_ranges(store_.layout())) {
+      const int64_t lo = std::max(b, u->owned.begin), hi = std::min(e, u->owned.end);
+      if (lo < hi) backend_.scale_inplace(g + lo, hi - lo, inv_ep);
+    }
+    for (const auto& [b, e] : dense) {
+      const int64_t lo = std::max(b, u->owned.begin), hi = std::min(e, u->owned.end);
+      if (lo >= hi) continue;
+      const Status s = experts_.ep->all_reduce_async(g + lo, g + lo, hi - lo, DType::f32, ReduceOp::avg).wait();
+      if (!s.ok()) return Status(s.code(), "ZeRO dense gradient average over the ep group: " + s.message());
+    }
+  }
+  return Status::ok_status();
+}
+
 Result<double> ZeroSharded::grad_sum_of_squares(const CountedTensor& counted) {
+  // Sharded experts: the ep ranks hold the same dense slices (counted on ep rank 0) and different experts.
+  const bool dense_here = !experts_.enabled() || experts_.ep->rank() == 0;
   double local = 0;
   for (auto& u : units_) {
-    const float* g = stage_ >= 2 ? u->acc - u->owned.begin : store_.grads();  // indexed by flat offset
+    const float* g = owned_grads(*u);
     for (const ParamInfo& p : store_.layout().params()) {
-      if (p.layer != u->layer || !counted(p)) continue;
+      if (p.layer != u->layer || !counted(p) || (!p.expert && !dense_here)) continue;
       const int64_t b = std::max(p.offset, u->owned.begin), e = std::min(p.offset + p.numel, u->owned.end);
       if (b < e) local += backend_.sum_of_squares(g + b, e - b);
     }
   }
-  return ordered_sum(dp_, local, "ZeRO gradient norm over the dp group");
+  TS_ASSIGN_OR_RETURN(const double over_dp, ordered_sum(dp_, local, "ZeRO gradient norm over the dp group"));
+  if (!experts_.enabled()) return over_dp;
+  return ordered_sum(*experts_.ep, over_dp, "ZeRO gradient norm over the ep group");
 }
 
 void ZeroSharded::scale_grads(float scale) {
@@ -350,17 +380,15 @@ std::vector<GradSpan> ZeroSharded::reduced_gradients() {
 // ---- the rest ----
 
 Status ZeroSharded::average_over_replicas(float* values, int64_t n) {
-  if (size_ == 1) return Status::ok_status();
-  return dp_.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
+  if (replicas_.size() == 1) return Status::ok_status();
+  return replicas_.all_reduce_async(values, values, n, DType::f32, ReduceOp::avg).wait();
 }
 
 Status ZeroSharded::verify_replicas(std::string_view what) {
   if (stage_ >= 3 && size_ > 1) {  // only the owned slices are resident: gather, compare, page out again
     TS_RETURN_IF_ERROR(all_gather_units());
   }
-  const uint64_t h = agreement_hash(std::string_view(reinterpret_cast<const char*>(store_.params()),
-                                                     static_cast<size_t>(store_.numel()) * sizeof(float)));
-  const Status s = check_agreement(dp_, what, h);
+  const Status s = verify_replica_parameters(replicas_, experts_, store_, what);
   if (stage_ >= 3)
     for (auto& u : units_) release_params(*u);
   return s;

@@ -24,6 +24,11 @@
 //            pages of the other ranks' slices are handed back. A tied head reads the embedding unit.
 // Resident bytes of the paged buffers are sampled (mincore) after each gather and reduction, so
 // the memory counters (and metrics) show the real footprint.
+//
+// Owner-only experts (ShardedExperts; expert parallelism): the ep ranks store different experts at
+// the same offsets, so ZeRO shards every unit over the experts' replicas (dp) only. After the step's
+// reductions the owned slices' dense parts are averaged over the ep group too (the one-process mean
+// over dp x ep data ranks) and their expert parts divided by ep, as in DataParallel.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -47,8 +52,10 @@ class ZeroSharded final : public ReplicaSync {
   // and its buffers zero_store_options(stage). `dp` and `store` outlive this object.
   // bf16_grads (comm.compression = "bf16"): each unit's gradient is cast to bf16 in place (the flat
   // buffer's unit is dead after its reduction) and reduce-scattered in bf16: half the bytes.
+  // experts: set iff store.layout().experts_sharded(); `dp` is then the whole replica group (dp x ep,
+  // for average_over_replicas and the dense check) and the shards are over experts.replicas.
   ZeroSharded(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim, int stage,
-              bool bf16_grads = false);
+              bool bf16_grads = false, ShardedExperts experts = {});
   ~ZeroSharded() override;
 
   std::string_view name() const override { return "zero"; }
@@ -100,9 +107,16 @@ class ZeroSharded final : public ReplicaSync {
   float* take_slot(std::vector<Unit*>& in_flight, std::vector<float*>& free, bool gather);
   void sample();
   void record(const Status& s);
+  // Sharded experts, after the step's reductions: the owned dense gradient averaged over ep, the
+  // owned expert gradient divided by ep.
+  Status average_over_expert_parallel();
+  // The owned reduced gradient of unit u, indexed by flat offset (valid in [owned.begin, owned.end)).
+  float* owned_grads(Unit& u);
 
   Backend& backend_;
-  Communicator& dp_;
+  Communicator& replicas_;  // every replica of the chunk's dense tensors
+  Communicator& dp_;        // the ranks that shard each unit (replicas_ unless experts are sharded)
+  ShardedExperts experts_;
   ParamStore& store_;
   int stage_;
   bool bf16_grads_;

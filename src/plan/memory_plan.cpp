@@ -70,7 +70,10 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     const ParamLayout& layout = *layouts.back();
     r.parameters += layout.total_numel();
     if (zero > 0) {
-      zc.push_back(std::make_unique<ZeroChunk>(mc, layout, zero, dp, replica_rank, T, k));
+      // Owner-only experts: ZeRO shards over the ranks storing the same experts (dp) only.
+      const bool by_dp = layout.experts_sharded();
+      zc.push_back(std::make_unique<ZeroChunk>(mc, layout, zero, by_dp ? lay.grid.dp : dp,
+                                               by_dp ? coord.dp : replica_rank, T, k));
       zc.back()->allocate();
     } else {
       k.alloc(MemCategory::parameters, layout.total_numel() * kF);

@@ -198,7 +198,7 @@ Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
 }  // namespace
 
 ExpertShard stored_experts(const RunConfig& cfg, const ParallelLayout& lay, int ep_rank) {
-  if (lay.grid.ep <= 1 || cfg.parallel.zero > 0) return {};
+  if (lay.grid.ep <= 1) return {};
   return {ep_rank, lay.grid.ep};
 }
 

@@ -42,7 +42,7 @@ struct ParallelLayout {
 Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size);
 
 // The experts a rank at ep coordinate `ep_rank` stores: only its own (E / ep of each MoE layer) under
-// expert parallelism without ZeRO; every expert otherwise (ZeRO then divides them over dp x ep).
+// expert parallelism (ZeRO then shards them over dp); every expert at ep = 1.
 ExpertShard stored_experts(const RunConfig& cfg, const ParallelLayout& lay, int ep_rank);
 
 }  // namespace tessera

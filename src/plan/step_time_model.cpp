@@ -170,6 +170,8 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
                  ep_link = group_link(hw, g, GridAxis::ep);
   // The dense gradients are averaged (and ZeRO-sharded) over dp x cp (Grid::param_replicas()).
   const int replicas = g.replica_size();
+  // ZeRO shards over the replicas, or with owner-only experts (ep > 1) over the ranks storing the same experts.
+  const int shards = g.ep > 1 ? g.dp * g.cp : replicas;
   std::vector<RankTime> ranks;
   for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link, cp_link, ep_link));
 
@@ -222,19 +224,21 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
         dp_total[s] = total;
         dp_exposed[s] = std::max(total - ov * bwd_window, last);
       } else {
-        const double rs = ring_reduce_scatter_s(bytes, replicas, dp_link);
-        const double ag = ring_all_gather_s(bytes, replicas, dp_link);
-        const double rs_last = ring_reduce_scatter_s(kF * unit, replicas, dp_link);
+        const double rs = ring_reduce_scatter_s(bytes, shards, dp_link);
+        const double ag = ring_all_gather_s(bytes, shards, dp_link);
+        const double rs_last = ring_reduce_scatter_s(kF * unit, shards, dp_link);
+        // Owner-only experts: the owned dense slices averaged over ep at the end of the step.
+        const double ep_avg = g.ep > 1 ? ring_all_reduce_s((bytes - kF * ranks[s].expert_params()) / shards, g.ep, dp_link) : 0;
         if (zero == 1) {
-          dp_total[s] = rs + ag;
-          dp_exposed[s] = std::max(rs - ov * bwd_window, rs_last) + ag;
+          dp_total[s] = rs + ag + ep_avg;
+          dp_exposed[s] = std::max(rs - ov * bwd_window, rs_last) + ag + ep_avg;
         } else if (zero == 2) {
-          dp_total[s] = M * rs + ag;
-          dp_exposed[s] = M * std::max(rs - ov * bwd_mb, rs_last) + ag;
+          dp_total[s] = M * rs + ag + ep_avg;
+          dp_exposed[s] = M * std::max(rs - ov * bwd_mb, rs_last) + ag + ep_avg;
         } else {  // every micro-batch gathers before forward and backward; the first unit's gather waits
-          const double ag_unit = ring_all_gather_s(kF * unit, replicas, dp_link);
-          dp_total[s] = M * (2 * ag + rs);
-          dp_exposed[s] = M * (std::max(ag - ov * fwd_mb, ag_unit) + std::max(ag + rs - ov * bwd_mb, rs_last));
+          const double ag_unit = ring_all_gather_s(kF * unit, shards, dp_link);
+          dp_total[s] = M * (2 * ag + rs) + ep_avg;
+          dp_exposed[s] = M * (std::max(ag - ov * fwd_mb, ag_unit) + std::max(ag + rs - ov * bwd_mb, rs_last)) + ep_avg;
         }
       }
     }
@@ -244,7 +248,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
       dp_exposed[s] += ring_all_reduce_s(wte, 2, pp_link);
     }
     // AdamW over the owned parameters: read p, g, m, v and write p, m, v; clipping reads g; zeroing writes it.
-    const double owned = zero > 0 ? params / replicas : params;
+    const double owned = zero > 0 ? params / shards : params;
     opt[s] = 36.0 * owned / hw.memory_bandwidth + 4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
     end[s] = finish[s] + dp_exposed[s] + opt[s];
     if (end[s] > end[slow]) slow = s;

@@ -209,14 +209,13 @@ Status build_training_model(TrainingRun& run) {
       return local;
     }
     // The parameters' replicas: dp, the cp ranks sharing each sequence and the ep ranks (which store
-    // only their own experts without ZeRO; under ZeRO every expert, its gradient zero except at the
-    // owner): dp at cp = ep = 1.
+    // only their own experts, replicated over dp): dp at cp = ep = 1.
     Communicator& replicas = grid.param_replicas();
-    if (zero > 0)
-      return std::make_unique<ZeroSharded>(*run.backend, replicas, store, cfg.optim, zero,
-                                           compression.kind == CompressionKind::bf16);
     ShardedExperts experts;  // owner-only expert storage: experts' gradients over their own replicas (dp)
     if (store.layout().experts_sharded()) experts = {&grid.dp(), &grid.ep()};
+    if (zero > 0)
+      return std::make_unique<ZeroSharded>(*run.backend, replicas, store, cfg.optim, zero,
+                                           compression.kind == CompressionKind::bf16, experts);
     auto dp = std::make_unique<DataParallel>(*run.backend, replicas, store, cfg.optim, bucket_bytes, compression, experts);
     const int chunk = static_cast<int>(run.compression.size());
     std::function<std::vector<CompressionState>()> state;

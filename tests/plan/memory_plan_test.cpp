@@ -249,7 +249,7 @@ TEST(MemoryPlan, TensorParallelHalvesTheShardedParameters) {
   EXPECT_EQ(p1.ranks[0].parameters, whole.total_numel());
 }
 
-TEST(MemoryPlan, ExpertParallelStoresOnlyItsExpertsWithoutZero) {
+TEST(MemoryPlan, ExpertParallelStoresOnlyItsExperts) {
   const std::string moe = "model.preset=tiny-moe";
   const RunConfig one = config({moe}), two = config({moe, "parallel.ep=2", "train.batch_tokens=512"});
   const ParamLayout whole(one.model);
@@ -264,9 +264,17 @@ TEST(MemoryPlan, ExpertParallelStoresOnlyItsExpertsWithoutZero) {
     for (MemCategory c : {MemCategory::parameters, MemCategory::gradients, MemCategory::optimizer_state})
       EXPECT_LT(cat(r, c), cat(p1.ranks[0], c) * 0.75) << static_cast<int>(c);
   }
-  // Under ZeRO every rank's layout keeps every expert (ZeRO divides them over dp x ep).
-  const MemoryPlan z1 = plan(config({moe, "parallel.ep=2", "train.batch_tokens=512", "parallel.zero=1"}), 2);
-  EXPECT_GE(z1.ranks[0].parameters, whole.total_numel());
+  // ZeRO shards each rank's own experts (and the dense tensors) over dp only: at dp 2 x ep 2 ZeRO 1
+  // keeps half of the ep 2 store's optimizer state.
+  const MemoryPlan e2 = plan(config({moe, "parallel.dp=2", "parallel.ep=2", "train.batch_tokens=1024"}), 4);
+  const MemoryPlan z1 =
+      plan(config({moe, "parallel.dp=2", "parallel.ep=2", "train.batch_tokens=1024", "parallel.zero=1"}), 4);
+  for (size_t r = 0; r < 4; ++r) {
+    EXPECT_NEAR(static_cast<double>(z1.ranks[r].parameters), static_cast<double>(experts / 2 + dense),
+                32.0 * static_cast<double>(whole.params().size()));
+    EXPECT_NEAR(static_cast<double>(cat(z1.ranks[r], MemCategory::optimizer_state)),
+                cat(e2.ranks[r], MemCategory::optimizer_state) / 2.0, 0.02 * cat(e2.ranks[r], MemCategory::optimizer_state));
+  }
 }
 
 TEST(MemoryPlan, ZeroStagesShardTheStateOverDp) {

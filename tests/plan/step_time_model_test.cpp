@@ -214,7 +214,7 @@ TEST(StepTimeModel, DataParallelReductionHidesOnlyAsFarAsOverlapAllows) {
   EXPECT_GT(z.breakdown.dp_total_s, 1.4 * none.breakdown.dp_total_s);
 }
 
-// Owner-only experts (ep without ZeRO): dense gradients are reduced over dp x ep, each rank's
+// Owner-only experts (ep, no ZeRO): dense gradients are reduced over dp x ep, each rank's
 // experts over dp only, and AdamW runs over E / ep experts.
 TEST(StepTimeModel, ExpertParallelReducesOnlyTheDenseTensorsAcrossEp) {
   HardwareSpec h = ideal();
