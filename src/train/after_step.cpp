@@ -50,6 +50,8 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, cons
   }
   if (!run.lead) return Status::ok_status();
   for (const std::string& w : moe_collapse_warnings(moe, cfg.train.moe_warn_share, step)) log_warn(w);
+  run.moe_load.add(moe, step);
+  add_moe_counters(run.timeline, Timeline::now_s(), moe);
   const double tok_s = run.tokens_per_step() / dt;
   const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();
   const double mfu = flops_per_step / dt / 1e9 / (run.peak_gflops * run.world.size());
@@ -84,6 +86,20 @@ Status evaluate_and_log(TrainingRun& run) {
     std::fflush(stdout);
   }
   return Status::ok_status();
+}
+
+// End of run, lead: the MoE layers' balance over the logged steps, printed (imbalanced layers and ep
+// ranks named) and as a metrics event.
+Status report_moe_load(TrainingRun& run) {
+  if (!run.lead || run.moe_load.steps == 0) return Status::ok_status();
+  const int ep = run.grid->shape().ep;
+  const std::vector<MoeLayerBalance> balance = moe_layer_balance(run.moe_load, ep, run.cfg.train.moe_warn_share);
+  if (!run.opts.json_summary && !run.opts.quiet)
+    for (const std::string& line : moe_run_report(balance, run.moe_load.steps, run.cfg.model.moe_experts, ep))
+      std::printf("%s\n", line.c_str());
+  nlohmann::json ev = moe_run_report_json(balance, run.moe_load.steps);
+  ev["step"] = run.state.step;
+  return run.metrics->write(ev);
 }
 
 // End of run: every rank's mean split over the timed steps; the lead names the slowest rank (also
@@ -308,6 +324,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
   if (run.lead && !run.opts.json_summary && !run.opts.quiet && run.prediction && c.timed_steps > 0)
     std::printf("%s\n", predicted_vs_measured_line(*run.prediction, m).c_str());
   TS_RETURN_IF_ERROR(report_stragglers(run));
+  TS_RETURN_IF_ERROR(report_moe_load(run));
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));
     TS_RETURN_IF_ERROR(checkpoint_world(run).barrier());

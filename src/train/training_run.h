@@ -26,6 +26,7 @@
 #include "train/async_checkpoint.h"
 #include "train/fault_injection.h"
 #include "train/heartbeat_file.h"
+#include "train/moe_report.h"
 #include "train/numerics_fault.h"
 #include "observe/metrics.h"
 #include "parallel/micro_batch_runner.h"
@@ -83,6 +84,7 @@ struct TrainingRun {
   // none for a parameter-server run (not modelled).
   std::optional<StepTimePrediction> prediction;
   std::string hardware_name;
+  MoeRunLoad moe_load;  // lead: a MoE model's expert load summed over the logged steps (end-of-run report)
   std::unique_ptr<Backend> backend;  // train.device: runs every op of this rank's models
   DatasetManifest manifest;
   std::unique_ptr<DataLoader> loader;
