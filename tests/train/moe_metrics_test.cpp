@@ -4,6 +4,7 @@
 // and the busiest ep rank, its metrics event, and the timeline's counter tracks.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -119,6 +120,7 @@ TEST(MoeReport, TimelineGetsACounterTrackPerLayer) {
   EXPECT_NE(text.find("MoE layer 1 tokens"), std::string::npos) << text;
   EXPECT_NE(text.find("expert 0"), std::string::npos) << text;
   EXPECT_NE(text.find("entropy"), std::string::npos) << text;
+  std::remove((path + ".rank0").c_str());
 }
 
 }  // namespace
