@@ -91,14 +91,16 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
     t.largest_unit = static_cast<double>(pl.total_numel()) / std::max(1, last - first);
     t.holds_wte = first == 0;
     if (tp > 1) {
-      // Per layer: attention and MLP outputs, (B T, C) each; the embedding's and the vocabulary-
+      // Per layer: attention and (dense or shared-expert) MLP outputs, (B T, C) each (a MoE layer's
+      // experts run whole on every tp rank: no exchange); the embedding's and the vocabulary-
       // parallel loss's sums (max and sum of exponentials) at the ends.
       const double act = kF * static_cast<double>(B * T * m.d_model);
       const double per = sp ? ring_reduce_scatter_s(act, tp, tp_link) + ring_all_gather_s(act, tp, tp_link)
                             : ring_all_reduce_s(act, tp, tp_link);
-      const int layers = last - first;
-      t.tp_fwd = 2 * layers * per;
-      t.tp_bwd = 2 * layers * per + (cfg.train.recompute == Recompute::full ? 2 * layers * per : 0);
+      int exchanges = 0;  // per pass
+      for (int l = first; l < last; ++l) exchanges += 1 + (m.has_dense_mlp(l) ? 1 : 0);
+      t.tp_fwd = exchanges * per;
+      t.tp_bwd = exchanges * per + (cfg.train.recompute == Recompute::full ? exchanges * per : 0);
       if (first == 0) t.tp_fwd += ring_all_reduce_s(act, tp, tp_link);
       if (last == m.n_layer) t.tp_fwd += 2 * ring_all_reduce_s(kF * static_cast<double>(B * T), tp, tp_link);
     }

@@ -242,6 +242,13 @@ TEST(StepTimeModel, TensorParallelAddsFourAllReducesPerLayer) {
   const double per = ring_all_reduce_s(act, 2, ideal().intra);
   // 4 layers x (2 forward + 2 backward) + the embedding's sum + the loss's two (B T) sums.
   EXPECT_NEAR(p.breakdown.tp_s, 16 * per + per + 2 * ring_all_reduce_s(4.0 * 256, 2, ideal().intra), 1e-12);
+  // MoE layers without a shared expert run whole on each tp rank: only attention's two exchanges.
+  // (The config's n_layer 4 and d_model 128 stay; every layer is MoE.)
+  const RunConfig moe = config({"model.preset=tiny-moe", "parallel.tp=2"});
+  ASSERT_EQ(moe.model.n_layer, 4);
+  ASSERT_EQ(moe.model.d_model, 128);
+  const StepTimePrediction q = predict(moe, 2, ideal());
+  EXPECT_NEAR(q.breakdown.tp_s, 8 * per + per + 2 * ring_all_reduce_s(4.0 * 256, 2, ideal().intra), 1e-12);
 }
 
 // Ring attention, cp 2: per layer one key/value hop forward, one hop and two gradient hops backward.
