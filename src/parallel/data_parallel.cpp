@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <string>
 
 #include "comm/agreement.h"
@@ -119,9 +118,9 @@ Status DataParallel::finish() {
 
 Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
   if (!experts_.enabled()) return full_grad_sum_of_squares(backend_, store_, counted);
-  double dense = 0, experts = 0;  // the ep ranks hold the same dense tensors and different experts
-  for (const ParamInfo& p : store_.layout().params())
-    if (counted(p)) (p.expert ? experts : dense) += backend_.sum_of_squares(store_.grads() + p.offset, p.numel);
+  // The ep ranks hold the same dense tensors and different experts.
+  const double dense = full_grad_sum_of_squares(backend_, store_, [&](const ParamInfo& p) { return !p.expert && counted(p); });
+  const double experts = full_grad_sum_of_squares(backend_, store_, [&](const ParamInfo& p) { return p.expert && counted(p); });
   TS_ASSIGN_OR_RETURN(const double all_experts, ordered_sum(*experts_.ep, experts, "expert gradient norm over the ep group"));
   return dense + all_experts;
 }
@@ -134,10 +133,7 @@ Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {
 
 Result<float> DataParallel::clip_own_grad_norm(float max_norm) {
   if (!experts_.enabled()) return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
-  TS_ASSIGN_OR_RETURN(const double ss, grad_sum_of_squares([](const ParamInfo&) { return true; }));
-  const double norm = std::sqrt(ss);  // clip_grad_norm's rule over the ep group's whole gradient
-  if (max_norm > 0 && norm > max_norm) scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
-  return static_cast<float>(norm);
+  return clip_by_global_norm(*this, max_norm);  // the experts' part of the norm is over the ep group
 }
 
 void DataParallel::step_owned(float lr) { opt_.step(store_.params(), store_.grads(), lr); }

@@ -1,6 +1,7 @@
 // A chunk's whole update, and the rank-ordered sum shared by the gradient norms.
 #include "parallel/replica_sync.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,13 @@ Result<double> ordered_sum(Communicator& comm, double local, const char* what) {
   double total = 0;
   for (double x : parts) total += x;
   return total;
+}
+
+Result<float> clip_by_global_norm(ReplicaSync& sync, float max_norm) {
+  TS_ASSIGN_OR_RETURN(const double ss, sync.grad_sum_of_squares([](const ParamInfo&) { return true; }));
+  const double norm = std::sqrt(ss);
+  if (max_norm > 0 && norm > max_norm) sync.scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
+  return static_cast<float>(norm);
 }
 
 Result<UpdateResult> timed_update(Timeline& timeline, const std::function<Result<float>()>& clip_and_step,

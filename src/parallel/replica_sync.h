@@ -52,6 +52,12 @@ Result<double> ordered_sum(Communicator& comm, double local, const char* what);
 double full_grad_sum_of_squares(Backend& backend, const ParamStore& store, const CountedTensor& counted);
 Status sum_full_grad_over(Communicator& group, ParamStore& store, const ParamInfo& p);
 
+// Clips `sync`'s final gradient to `max_norm` by its global norm (grad_sum_of_squares over every
+// tensor, then scale_grads by max_norm / (norm + 1e-6), clip_grad_norm's rule); returns the norm
+// before clipping. For strategies whose norm needs communication (ZeRO, sharded experts).
+class ReplicaSync;
+Result<float> clip_by_global_norm(ReplicaSync& sync, float max_norm);
+
 // An update's two timed parts: clip_and_step (returns the norm before clipping) drawn as
 // "optimizer", then complete (the parameter exchange) as "parameter sync wait".
 Result<UpdateResult> timed_update(Timeline& timeline, const std::function<Result<float>()>& clip_and_step,

@@ -52,6 +52,10 @@ ZeroSharded::ZeroSharded(Backend& backend, Communicator& dp, ParamStore& store, 
   TS_CHECK(experts.enabled() == store.layout().experts_sharded() && (!experts.enabled() || experts.ep))
       << "ZeRO: the expert groups must be given exactly when the layout stores only some experts";
   const ParamLayout& layout = store.layout();
+  if (experts.enabled()) {
+    expert_ranges_ = expert_ranges(layout);
+    dense_ranges_ = dense_ranges(layout);
+  }
   // Units: the layers present, in buffer order.
   std::vector<int> layers;
   for (const ParamInfo& p : layout.params())
@@ -288,15 +292,14 @@ Status ZeroSharded::finish() {
 float* ZeroSharded::owned_grads(Unit& u) { return stage_ >= 2 ? u.acc - u.owned.begin : store_.grads(); }
 
 Status ZeroSharded::average_over_expert_parallel() {
-  const std::vector<std::pair<int64_t, int64_t>> dense = dense_ranges(store_.layout());
   const float inv_ep = 1.f / static_cast<float>(experts_.ep->size());
   for (auto& u : units_) {
     float* g = owned_grads(*u);
-    for (const auto& [b, e] : expert_ranges(store_.layout())) {
+    for (const auto& [b, e] : expert_ranges_) {
       const int64_t lo = std::max(b, u->owned.begin), hi = std::min(e, u->owned.end);
       if (lo < hi) backend_.scale_inplace(g + lo, hi - lo, inv_ep);
     }
-    for (const auto& [b, e] : dense) {
+    for (const auto& [b, e] : dense_ranges_) {
       const int64_t lo = std::max(b, u->owned.begin), hi = std::min(e, u->owned.end);
       if (lo >= hi) continue;
       const Status s = experts_.ep->all_reduce_async(g + lo, g + lo, hi - lo, DType::f32, ReduceOp::avg).wait();
@@ -347,12 +350,7 @@ Status ZeroSharded::sum_grad_over(Communicator& group, const ParamInfo& p) {
   return Status::ok_status();
 }
 
-Result<float> ZeroSharded::clip_own_grad_norm(float max_norm) {
-  TS_ASSIGN_OR_RETURN(double ss, grad_sum_of_squares([](const ParamInfo&) { return true; }));
-  const double norm = std::sqrt(ss);
-  if (max_norm > 0 && norm > max_norm) scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
-  return static_cast<float>(norm);
-}
+Result<float> ZeroSharded::clip_own_grad_norm(float max_norm) { return clip_by_global_norm(*this, max_norm); }
 
 void ZeroSharded::step_owned(float lr) {
   for (auto& u : units_) {

@@ -32,6 +32,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -117,6 +118,7 @@ class ZeroSharded final : public ReplicaSync {
   Communicator& replicas_;  // every replica of the chunk's dense tensors
   Communicator& dp_;        // the ranks that shard each unit (replicas_ unless experts are sharded)
   ShardedExperts experts_;
+  std::vector<std::pair<int64_t, int64_t>> expert_ranges_, dense_ranges_;  // sharded experts only
   ParamStore& store_;
   int stage_;
   bool bf16_grads_;

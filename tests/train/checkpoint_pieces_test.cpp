@@ -18,8 +18,25 @@ using namespace tessera;
 
 namespace {
 
-// The records every rank of the grid would write (parameters only; moments have the same pieces),
-// without any data: pieces get fake but consistent file offsets.
+// The record rank r would write of `layout`'s `owned` range (parameters, and the moments, which have
+// the same pieces, when asked), without any data: pieces get fake but consistent file offsets.
+checkpoint::ShardRecord record_of(int r, const ParamLayout& layout, FlatRange owned, bool with_moments = false) {
+  checkpoint::ShardRecord rec{r, checkpoint::shard_file_name(r), 0, {}};
+  for (const char* prefix : {"param/", "adam_m/", "adam_v/"}) {
+    if (!with_moments && std::string(prefix) != "param/") continue;
+    for (const SavedPiece& p : checkpoint_pieces(layout, owned)) {
+      checkpoint::TensorEntry e{prefix + p.param->name, DType::f32, p.param->global_shape, {}};
+      if (p.numel > 0) {
+        e.pieces.push_back({r, rec.file, rec.bytes, p.global_offset, p.numel, 0x0123456789abcdefull});
+        rec.bytes += (p.numel * 4 + 63) / 64 * 64;
+      }
+      rec.entries.push_back(std::move(e));
+    }
+  }
+  return rec;
+}
+
+// The records every rank of a dp x pp x tp grid would write.
 std::vector<checkpoint::ShardRecord> records_for(const ModelConfig& cfg, int dp, int pp, int tp,
                                                  bool with_moments = false) {
   std::vector<checkpoint::ShardRecord> out;
@@ -28,19 +45,7 @@ std::vector<checkpoint::ShardRecord> records_for(const ModelConfig& cfg, int dp,
     const int t = r % tp, s = (r / tp) % pp, d = r / (tp * pp);
     ParamLayout layout(cfg, s * L / pp, (s + 1) * L / pp, TensorParallelShard{t, tp});
     const int64_t n = layout.total_numel();
-    checkpoint::ShardRecord rec{r, checkpoint::shard_file_name(r), 0, {}};
-    for (const char* prefix : {"param/", "adam_m/", "adam_v/"}) {
-      if (!with_moments && std::string(prefix) != "param/") continue;
-      for (const SavedPiece& p : checkpoint_pieces(layout, FlatRange{n * d / dp, n * (d + 1) / dp})) {
-        checkpoint::TensorEntry e{prefix + p.param->name, DType::f32, p.param->global_shape, {}};
-        if (p.numel > 0) {
-          e.pieces.push_back({r, rec.file, rec.bytes, p.global_offset, p.numel, 0x0123456789abcdefull});
-          rec.bytes += (p.numel * 4 + 63) / 64 * 64;
-        }
-        rec.entries.push_back(std::move(e));
-      }
-    }
-    out.push_back(std::move(rec));
+    out.push_back(record_of(r, layout, FlatRange{n * d / dp, n * (d + 1) / dp}, with_moments));
   }
   return out;
 }
@@ -49,6 +54,23 @@ Result<std::vector<checkpoint::TensorEntry>> merged(const std::vector<checkpoint
   std::vector<checkpoint::TensorEntry> all;
   for (const auto& r : records) all.insert(all.end(), r.entries.begin(), r.entries.end());
   return checkpoint::merge_entries(all);
+}
+
+// The merged records hold exactly the whole model's tensors, by name and global shape, each covered
+// element for element.
+void expect_whole_model(const std::vector<checkpoint::ShardRecord>& records, const ModelConfig& cfg) {
+  auto m = merged(records);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ParamLayout whole(cfg);
+  ASSERT_EQ(m->size(), whole.params().size());
+  for (const auto& e : *m) {
+    const ParamInfo* p = whole.find(e.key.substr(6));
+    ASSERT_NE(p, nullptr) << e.key;
+    EXPECT_EQ(e.global_shape, p->global_shape) << e.key;
+    int64_t covered = 0;
+    for (const auto& piece : e.pieces) covered += piece.numel;
+    EXPECT_EQ(covered, p->numel) << e.key;
+  }
 }
 
 ModelConfig small(bool llama, bool tied, int64_t V) {
@@ -72,16 +94,7 @@ TEST(CheckpointPieces, EveryGridCoversEveryTensorOnce) {
           SCOPED_TRACE(std::string(llama ? "llama" : "gpt2") + (tied ? " tied" : " untied") + " V " +
                        std::to_string(V) + " dp " + std::to_string(g.dp) + " pp " + std::to_string(g.pp) + " tp " +
                        std::to_string(g.tp));
-          auto m = merged(records_for(cfg, g.dp, g.pp, g.tp));
-          ASSERT_TRUE(m.ok()) << m.status().message();
-          // Exactly the whole model's tensors, by name and global shape.
-          ParamLayout whole(cfg);
-          ASSERT_EQ(m->size(), whole.params().size());
-          for (const auto& e : *m) {
-            const ParamInfo* p = whole.find(e.key.substr(6));
-            ASSERT_NE(p, nullptr) << e.key;
-            EXPECT_EQ(e.global_shape, p->global_shape) << e.key;
-          }
+          expect_whole_model(records_for(cfg, g.dp, g.pp, g.tp), cfg);
         }
 }
 
@@ -117,29 +130,12 @@ TEST(CheckpointPieces, ShardedExpertsCoverEveryTensorOnce) {
         const int e = r % ep, d = r / ep;
         ParamLayout layout(cfg, 0, static_cast<int>(cfg.n_layer), {}, 16, ExpertShard{e, ep});
         const int64_t n = layout.total_numel();
-        checkpoint::ShardRecord rec{r, checkpoint::shard_file_name(r), 0, {}};
-        for (const SavedPiece& p : checkpoint_pieces(layout, FlatRange{n * d / dp, n * (d + 1) / dp})) {
-          checkpoint::TensorEntry en{"param/" + p.param->name, DType::f32, p.param->global_shape, {}};
-          if (p.numel > 0) {
-            en.pieces.push_back({r, rec.file, rec.bytes, p.global_offset, p.numel, 0x0123456789abcdefull});
-            rec.bytes += (p.numel * 4 + 63) / 64 * 64;
-          }
-          if (e != 0) EXPECT_TRUE(p.param->expert) << p.param->name << " written by ep rank " << e;
-          rec.entries.push_back(std::move(en));
-        }
-        records.push_back(std::move(rec));
+        records.push_back(record_of(r, layout, FlatRange{n * d / dp, n * (d + 1) / dp}));
+        for (const auto& en : records.back().entries)
+          if (e != 0)
+            EXPECT_TRUE(layout.get(en.key.substr(6)).expert) << en.key << " written by ep rank " << e;
       }
-      auto m = merged(records);
-      ASSERT_TRUE(m.ok()) << m.status().message();
-      ParamLayout whole(cfg);
-      ASSERT_EQ(m->size(), whole.params().size());
-      for (const auto& en : *m) {
-        const ParamInfo* p = whole.find(en.key.substr(6));
-        ASSERT_NE(p, nullptr) << en.key;
-        int64_t covered = 0;
-        for (const auto& piece : en.pieces) covered += piece.numel;
-        EXPECT_EQ(covered, p->numel) << en.key;
-      }
+      expect_whole_model(records, cfg);
     }
 }
 
