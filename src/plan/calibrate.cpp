@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -136,6 +137,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);
   h.devices_per_node = std::max(1, ranks_per_node);
+  h.cores_per_node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return h;
 }
 

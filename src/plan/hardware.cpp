@@ -44,6 +44,11 @@ LinkSpec HardwareSpec::collective_link(int ranks, bool spans_nodes) const {
   return best ? best->link : intra;
 }
 
+double HardwareSpec::core_sharing(int ranks_on_node, int threads) const {
+  if (cores_per_node <= 0) return 1.0;
+  return std::max(1.0, static_cast<double>(ranks_on_node) * std::max(1, threads) / cores_per_node);
+}
+
 namespace {
 
 constexpr double kT = 1e12, kG = 1e9, kGiB = 1073741824.0, kUs = 1e-6, kMs = 1e-3;
@@ -156,6 +161,7 @@ Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::strin
 
   Section node(root.get_as<toml::table>("node"), "node", origin);
   TS_RETURN_IF_ERROR(node.integer("devices", h.devices_per_node, true));
+  TS_RETURN_IF_ERROR(node.integer("cores", h.cores_per_node, false));
   TS_RETURN_IF_ERROR(node.number("link_bandwidth_gbs", kG, h.intra.bandwidth, true, 1e-9));
   TS_RETURN_IF_ERROR(node.number("link_latency_us", kUs, h.intra.latency_s, true));
   TS_RETURN_IF_ERROR(node.unknown_keys());
@@ -230,6 +236,7 @@ std::string hardware_to_toml(const HardwareSpec& h) {
   }
   out += "\n[node]\n";
   out += "devices = " + std::to_string(h.devices_per_node) + "\n";
+  if (h.cores_per_node > 0) out += "cores = " + std::to_string(h.cores_per_node) + "\n";
   line("link_bandwidth_gbs", h.intra.bandwidth / kG);
   line("link_latency_us", h.intra.latency_s / kUs);
   out += "\n[network]\n";

@@ -45,6 +45,9 @@ struct HardwareSpec {
   double op_overhead_s = 0;             // fixed cost per op (kernel launch, OpenMP fork/join)
   // [node]
   int devices_per_node = 1;
+  // CPU machines: the cores the node's ranks share (0: every device computes on its own, as GPUs do).
+  // Ranks x threads beyond them time-share the cores, so each rank's compute stretches by the excess.
+  int cores_per_node = 0;
   LinkSpec intra;
   // [network]
   LinkSpec inter;
@@ -66,6 +69,9 @@ struct HardwareSpec {
   // The link of a ring collective over `ranks` ranks: a measured one with that many ranks when
   // intra-node, else intra or inter by placement.
   LinkSpec collective_link(int ranks, bool spans_nodes) const;
+  // How much slower each rank computes when `ranks_on_node` ranks of `threads` threads each share
+  // cores_per_node cores: max(1, ranks x threads / cores); 1 without cores_per_node.
+  double core_sharing(int ranks_on_node, int threads) const;
 };
 
 // Parses a hardware TOML; every error names the file, the key and what is expected.

@@ -144,6 +144,16 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
   return r;
 }
 
+// A CPU machine's ranks beyond its cores (oversubscribed mpirun) take turns on them: each rank's
+// compute and optimizer stretch by the excess, while a rank waiting in the bubble or a collective
+// leaves its core to the others. The node holds min(world, devices_per_node) ranks; train.threads = 0
+// gives each rank its share of the cores.
+double core_sharing_of(const HardwareSpec& hw, const RunConfig& cfg, int world_size) {
+  const int ranks = std::max(1, std::min(world_size, hw.devices_per_node));
+  const int threads = cfg.train.threads > 0 ? cfg.train.threads : std::max(1, hw.cores_per_node / ranks);
+  return hw.core_sharing(ranks, threads);
+}
+
 }  // namespace
 
 std::string StepTimePrediction::describe() const {
@@ -264,6 +274,21 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   b.dp_s = dp_exposed[slow];
   b.dp_total_s = dp_total[slow];
   b.optimizer_s = opt[slow];
+  double end_s = end[slow];
+  // Ranks sharing cores: the node's busy time (compute + optimizer of its ranks, each stage's equally
+  // often) spread over its cores, plus the slowest rank's communication; a pipeline's idle ranks give
+  // their cores to the busy ones, so this replaces the bubble rather than adding to it.
+  const double sharing = core_sharing_of(hw, cfg, world_size);
+  if (sharing > 1) {
+    double busy_compute = 0, busy_opt = 0;
+    for (int s = 0; s < P; ++s) busy_compute += compute[s] / P, busy_opt += opt[s] / P;
+    b.compute_s = sharing * busy_compute;
+    b.optimizer_s = sharing * busy_opt;
+    const double comm = b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.dp_s;
+    end_s = std::max(end_s, b.compute_s + b.optimizer_s + comm);
+    b.bubble_s = std::max(0.0, end_s - b.compute_s - b.optimizer_s - comm);
+    b.recompute_s *= sharing * busy_compute / std::max(compute[slow], 1e-30);
+  }
   // The loss average over dp and the gradient-norm sum over the world: latency only.
   b.other_s = hw.step_overhead_s + ring_all_reduce_s(kF, replicas, dp_link) +
               (world_size > 1 ? ring_all_reduce_s(kF, world_size, hw.collective_link(world_size, false)) : 0);
@@ -272,7 +297,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   p.layout = lay;
   p.world_size = world_size;
   p.breakdown = b;
-  p.step_s = end[slow] + b.other_s;
+  p.step_s = end_s + b.other_s;
   p.tokens_per_step = cfg.train.micro_batch * cfg.data.seq_len * cfg.train.grad_accum * g.dp;
   p.tokens_per_s = static_cast<double>(p.tokens_per_step) / p.step_s;
   p.flops_per_device = m.flops_per_token(cfg.data.seq_len) * p.tokens_per_s / world_size;

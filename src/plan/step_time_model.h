@@ -19,6 +19,8 @@
 //              and the tied embedding's sum over the first and last stage;
 //   optimizer  AdamW, clipping and zeroing over the owned parameters, memory bound;
 //   other      the per-step overhead (data loading, host synchronisation) and the loss average.
+// On a CPU machine (hardware cores_per_node) ranks x threads beyond the node's cores stretch compute
+// and the optimizer by the excess (oversubscribed ranks take turns; waiting ranks give their core away).
 // Not modelled: contention between communication and compute for memory bandwidth, stragglers,
 // compression, local SGD and the parameter server (their layouts are predicted as plain dp).
 #pragma once

@@ -38,6 +38,8 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   if (!cfg.train.hardware.empty()) {
     Result<HardwareSpec> h = load_hardware(cfg.train.hardware);
     TS_RETURN_IF_ERROR(agree(world, h.status()));
+    // A CPU machine's file: this run's ranks on the node are the ones sharing its cores.
+    if (h->cores_per_node > 0 && ranks_per_node > 0) h->devices_per_node = ranks_per_node;
     return h;
   }
   // Each rank measures with the threads it will train with (training_setup.cpp's choice).

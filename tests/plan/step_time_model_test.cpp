@@ -276,6 +276,32 @@ TEST(StepTimeModel, ComputeScaleMultipliesComputeOnly) {
   EXPECT_NEAR(b.optimizer_s, a.optimizer_s, 1e-12);
 }
 
+// A CPU machine's ranks beyond its cores take turns: dp 4 of one thread on 2 cores computes at half
+// speed (on 4 cores, or hardware without cores, at full); a pipeline's idle ranks give their cores
+// away, so pp 4 on 2 cores costs its stages' busy time over 2 cores, not twice its 1-core step.
+TEST(StepTimeModel, RanksBeyondTheCoresTakeTurnsOnThem) {
+  HardwareSpec two = ideal(), four = ideal();
+  two.cores_per_node = 2;
+  four.cores_per_node = 4;
+  const RunConfig dp = config({"parallel.dp=4", "train.batch_tokens=1024", "train.threads=1"});
+  const StepTimePrediction own = predict(dp, 4, ideal()), shared = predict(dp, 4, two), enough = predict(dp, 4, four);
+  EXPECT_NEAR(shared.breakdown.compute_s, 2 * own.breakdown.compute_s, 1e-12);
+  EXPECT_NEAR(shared.breakdown.optimizer_s, 2 * own.breakdown.optimizer_s, 1e-12);
+  EXPECT_NEAR(enough.step_s, own.step_s, 1e-12);
+  EXPECT_NEAR(shared.step_s, shared.breakdown.sum(), 1e-12);
+  EXPECT_NEAR(shared.step_s, own.step_s + own.breakdown.compute_s + own.breakdown.optimizer_s, 1e-12);
+
+  const RunConfig pp = config({"parallel.pp=4", "train.batch_tokens=1024", "train.threads=1"});  // m = 4
+  const StepTimePrediction alone = predict(pp, 4, ideal()), turns = predict(pp, 4, two);
+  ASSERT_GT(alone.breakdown.bubble_s, 0);
+  EXPECT_NEAR(turns.step_s, turns.breakdown.sum(), 1e-12);
+  EXPECT_GT(turns.step_s, alone.step_s);
+  EXPECT_LT(turns.step_s, 2 * alone.step_s - 0.5 * alone.breakdown.bubble_s);
+  const double busy = turns.breakdown.compute_s + turns.breakdown.optimizer_s;  // every stage's, over 2 cores
+  EXPECT_NEAR(turns.step_s, busy + turns.breakdown.bubble_s + turns.breakdown.pp_s + turns.breakdown.other_s +
+                                turns.breakdown.dp_s + turns.breakdown.tp_s, 1e-12);
+}
+
 TEST(StepTimeModel, LayoutErrorsComeBackUnchanged) {
   RunConfig cfg = config({"parallel.tp=3"});
   auto r = predict_step_time(cfg, 3, ideal());
