@@ -130,7 +130,7 @@ int run_plan(const PlanArgs& a) {
   int world = cfg->parallel.dp * mp;
   if (world == 0 && a.ranks <= 0) {  // parallel.dp = 0 fills the job: without --ranks, plan one replica
     const bool ps = cfg->parallel.mode == ParallelMode::ps;
-    world = (ps ? cfg->ps.servers : 0) + mp;
+    world = (ps ? cfg->ps.other_ranks() : 0) + mp;
     cfg = load_run_config_for_world(a.config, a.overrides, world);
     if (!cfg.ok()) return fail(cfg.status());
     if (!a.json)
@@ -138,9 +138,9 @@ int run_plan(const PlanArgs& a) {
                   "for an N-rank job\n", world, world == 1 ? "" : "s");
   }
   if (a.ranks > 0 && a.ranks != world) {
-    const int servers = cfg->parallel.mode == ParallelMode::ps ? static_cast<int>(cfg->ps.servers) : 0;  // not replicas
+    const int servers = cfg->parallel.mode == ParallelMode::ps ? cfg->ps.other_ranks() : 0;  // not replicas
     if (a.ranks <= servers || (a.ranks - servers) % mp != 0)
-      return fail("--ranks " + std::to_string(a.ranks) + (servers ? " less ps.servers = " + std::to_string(servers) : "") +
+      return fail("--ranks " + std::to_string(a.ranks) + (servers ? " less ps.servers (+ ps.spare_workers) = " + std::to_string(servers) : "") +
                   " is not a multiple of parallel.tp x parallel.pp x parallel.cp x parallel.ep = " + std::to_string(mp) + ": pass --ranks " +
                   (servers ? std::to_string(servers) + " + " : "") + std::to_string(mp) +
                   " x dp, or change parallel.tp/pp/cp/ep");

@@ -431,17 +431,20 @@ Result<RunConfig> load_run_config_for_world(const std::string& path, const std::
   TS_ASSIGN_OR_RETURN(RunConfig cfg, load_run_config(path, overrides));
   if (cfg.parallel.dp != 0) return cfg;
   int dp = 0;
-  if (cfg.parallel.mode == ParallelMode::ps) {  // the last ps.servers ranks serve; the others are tp x pp worker replicas
-    if (world_size <= cfg.ps.servers)
-      return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + std::to_string(cfg.ps.servers) +
-                              " needs at least " + std::to_string(cfg.ps.servers + 1) + " ranks but the job has " +
-                              std::to_string(world_size) + ": launch more ranks or lower ps.servers");
-    const int workers = world_size - static_cast<int>(cfg.ps.servers), mp = cfg.parallel.tp * cfg.parallel.pp;
+  if (cfg.parallel.mode == ParallelMode::ps) {  // the last ps.servers (+ spare) ranks serve; the others are tp x pp worker replicas
+    const int other = cfg.ps.other_ranks();
+    const std::string servers = "ps.servers = " + std::to_string(cfg.ps.servers) +
+                                (cfg.ps.spare_workers > 0 ? " and ps.spare_workers = " + std::to_string(cfg.ps.spare_workers) : "");
+    if (world_size <= other)
+      return invalid_argument("parallel.mode = \"ps\" with " + servers + " needs at least " + std::to_string(other + 1) +
+                              " ranks but the job has " + std::to_string(world_size) + ": launch more ranks or lower " +
+                              (cfg.ps.spare_workers > 0 ? "ps.servers or ps.spare_workers" : "ps.servers"));
+    const int workers = world_size - other, mp = cfg.parallel.tp * cfg.parallel.pp;
     if (workers % mp != 0)
       return invalid_argument("parallel.dp = 0 (the default) fills the job with parameter-server workers, but " +
-                              std::to_string(world_size) + " ranks less ps.servers = " + std::to_string(cfg.ps.servers) +
+                              std::to_string(world_size) + " ranks less " + servers +
                               " leave " + std::to_string(workers) + " workers, not a multiple of parallel.tp x "
-                              "parallel.pp = " + std::to_string(mp) + ": launch ps.servers + a multiple of " +
+                              "parallel.pp = " + std::to_string(mp) + ": launch " + std::to_string(other) + " + a multiple of " +
                               std::to_string(mp) + " ranks, or set ps.servers = " +
                               std::to_string(cfg.ps.servers + workers % mp));
     dp = workers / mp;

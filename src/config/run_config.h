@@ -71,6 +71,11 @@ struct PsConfig {
   int servers = 1;
   PsConsistency consistency = PsConsistency::sync;  // sync | async | ssp
   int staleness = 2;                 // ssp: steps a worker may run ahead of the slowest
+  // Async modes: standby workers (the last ranks, after the servers). Each takes the place of a
+  // lost worker at the next step where the workers meet; the servers keep running.
+  int spare_workers = 0;
+  // Ranks that are not the parallel.dp x tp x pp workers: the servers and the spares.
+  int other_ranks() const { return servers + spare_workers; }
 };
 
 // parallel.mode: how the dp replicas combine their gradients.

@@ -362,6 +362,9 @@ std::vector<SectionSpec> make_schema() {
             "sync (= all-reduce), async (each push applied on arrival) or ssp (bounded staleness)"},
            {"staleness", field(&RC::ps, &PsConfig::staleness), kWarn, {at_least(0)},
             "ssp: steps a worker may complete ahead of the slowest worker"},
+           {"spare_workers", field(&RC::ps, &PsConfig::spare_workers), kOk, {at_least(0)},
+            "async / ssp: standby worker ranks (the last ones, after the servers); each replaces a lost worker "
+            "where the workers next meet, without restarting the servers"},
        }},
       // Compression changes the averaged gradient (and its error-feedback state is not checkpointed):
       // a change on --resume leaves the trajectory.

@@ -54,18 +54,30 @@ ParamServer::ParamServer(Backend& backend, const PsRoles& roles, int index, Comm
     push_bytes_.push_back(bytes);
   }
   for (int w = 0; w < roles_.workers; ++w) {
-    auto s = std::make_unique<Slot>();
-    s->position = roles_.position_of(w);
-    for (const auto& u : units_.at(static_cast<size_t>(s->position))) {
-      const auto n = static_cast<size_t>(u->range.numel());
-      s->grads.emplace_back(n);
-      if (compressor_) s->wire.emplace_back(static_cast<size_t>(compressor_->payload_bytes(u->range.numel())));
-      s->out.emplace_back(n);
-    }
-    s->recv_data.resize(s->grads.size());
-    s->send_data.resize(s->grads.size());
-    slots_.push_back(std::move(s));
+    slots_.push_back(make_slot(roles_.position_of(w)));
+    slots_.back()->world_rank = w;
   }
+  for (int k = 0; k < roles_.spares; ++k) spare_links_.push_back(std::move(links_.at(static_cast<size_t>(roles_.workers + k))));
+  links_.resize(static_cast<size_t>(roles_.workers));
+  if (index_ == 0 && roles_.spares > 0) {
+    spare_notices_ = std::make_unique<SpareNotices>();
+    spare_notices_->message.resize(static_cast<size_t>(roles_.spares));
+    spare_notices_->sending.resize(static_cast<size_t>(roles_.spares));
+  }
+}
+
+std::unique_ptr<ParamServer::Slot> ParamServer::make_slot(int position) const {
+  auto s = std::make_unique<Slot>();
+  s->position = position;
+  for (const auto& u : units_.at(static_cast<size_t>(position))) {
+    const auto n = static_cast<size_t>(u->range.numel());
+    s->grads.emplace_back(n);
+    if (compressor_) s->wire.emplace_back(static_cast<size_t>(compressor_->payload_bytes(u->range.numel())));
+    s->out.emplace_back(n);
+  }
+  s->recv_data.resize(s->grads.size());
+  s->send_data.resize(s->grads.size());
+  return s;
 }
 
 ParamServer::~ParamServer() {
@@ -84,7 +96,9 @@ Status ParamServer::not_a_worker() {
   return internal_error("a parameter-server rank takes no training steps (a bug: the trainer must run serve())");
 }
 
-std::string ParamServer::worker_name(int w) const { return "worker " + std::to_string(w) + " (world rank " + std::to_string(w) + ")"; }
+std::string ParamServer::worker_name(int w) const {
+  return "worker " + std::to_string(w) + " (world rank " + std::to_string(slots_[static_cast<size_t>(w)]->world_rank) + ")";
+}
 
 int ParamServer::live_workers() const {
   int n = 0;
@@ -271,9 +285,9 @@ Status ParamServer::answer(int w) {
   if (s.pending && log_) {
     std::fprintf(log_,
                  "{\"server\": %d, \"worker\": %d, \"step\": %lld, \"read_version\": %lld, \"applied_version\": %lld, "
-                 "\"reply_version\": %lld, \"slowest\": %lld, \"t\": %.6f}\n",
+                 "\"reply_version\": %lld, \"slowest\": %lld, \"t\": %.6f, \"world_rank\": %d}\n",
                  index_, w, (long long)s.step, (long long)s.push.read_version, (long long)s.applied_version,
-                 (long long)s.reply.version, (long long)slowest(), ps_now_s() - t_start_);
+                 (long long)s.reply.version, (long long)slowest(), ps_now_s() - t_start_, s.world_rank);
     std::fflush(log_);  // the job may end by abort_job (a dead peer): keep every record
   }
   s.pending = false;
@@ -370,11 +384,17 @@ Status ParamServer::serve(const ParamServerOptions& options) {
     const int64_t lo = slowest();
     for (const auto& s : slots_) level = level && (!s->live || (s->step == lo && !s->pending));
     if (level && lo > checkpointed) {
-      if (agreed_at_ == lo && agreed_lost_ != announced_lost_ && o_.on_lost) {  // before the workers' collectives
+      const bool lost_grew = agreed_at_ == lo && agreed_lost_ != announced_lost_ && o_.on_lost;
+      const bool save = o_.checkpoint_at(lo) || lo == stopped_after_;
+      const std::vector<std::pair<int, int>> replacements = lost_grew ? plan_replacements() : std::vector<std::pair<int, int>>{};
+      // The standby spares first: they join the collectives below.
+      if (lost_grew || save) TS_RETURN_IF_ERROR(notify_spares(lo, replacements, save, lo >= last_step()));
+      if (lost_grew) {  // before the workers' collectives
         TS_RETURN_IF_ERROR(o_.on_lost(lost_workers()));
         announced_lost_ = agreed_lost_;
+        TS_RETURN_IF_ERROR(activate_spares(replacements, lo));
       }
-      if (o_.checkpoint_at(lo) || lo == stopped_after_) {
+      if (save) {
         TS_RETURN_IF_ERROR(wait_sends());
         TS_RETURN_IF_ERROR(o_.checkpoint(lo, lo >= last_step()));
         for (auto& s : slots_) s->last_heard = ps_now_s();
@@ -403,6 +423,9 @@ Status ParamServer::serve(const ParamServerOptions& options) {
   }
   if (log_) std::fflush(log_);
   if (stop_agreement_) TS_RETURN_IF_ERROR(stop_agreement_->finish());
+  if (spare_notices_)
+    for (auto& sending : spare_notices_->sending)
+      if (sending) TS_RETURN_IF_ERROR(sending->wait());
   return wait_sends();
 }
 

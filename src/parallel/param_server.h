@@ -18,6 +18,11 @@
 // async modes a worker that sends nothing for dead_after_s (while not waiting for this server) is
 // dropped and the others go on; in sync mode a missing worker is an error naming its world rank.
 // A dropped worker's handles are released without waiting for it (release_dropped_workers()).
+// Spare workers (PsRoles::spares, async modes): standby ranks with a link each. Server 0 tells every
+// standby spare, before the collectives of each step where the workers meet, what to join there
+// (SpareNotice). When the agreed lost set grows, the lost slots take the next spares in order (the
+// same on every server): each server frees the lost worker's link, gives its slot the spare's link
+// and answers it with the current parameters, and the spare trains on as that worker.
 // Every answered push is logged as one JSON line (worker, step, versions, slowest step), so a test
 // can check the staleness bound.
 //
@@ -110,8 +115,11 @@ class ParamServer final : public ParameterUpdate {
   int stop_signal() const { return stop_signal_; }
   int64_t stopped_after() const { return stopped_after_; }
   int live_workers() const;
-  // The workers the servers agreed were lost (world ranks), as of the last meeting step.
+  // The ranks the servers agreed were lost (world ranks: workers, or spares that had replaced one),
+  // as of the last meeting step.
   std::vector<int> lost_workers() const;
+  // Spares that have taken a lost worker's place so far.
+  int spares_used() const { return spares_used_; }
   // Releases the handles of every dropped worker not released yet, without waiting for it (it may
   // have died or hang): its posted receives are withdrawn; an answer it never received, or a push
   // it died while sending, is handed to MPI (Open MPI can withdraw neither; the slot holding their
@@ -148,12 +156,23 @@ class ParamServer final : public ParameterUpdate {
   Status wait_sends();
   bool meets_at(int64_t step) const;
   Status agree_on_lost(int64_t step);
+  std::unique_ptr<Slot> make_slot(int position) const;
+  // The (slot, spare) pairs that replace the lost slots not replaced yet, while spares last.
+  std::vector<std::pair<int, int>> plan_replacements() const;
+  // Server 0: tells every standby spare what the live ranks do after step `step` (spare_notices_).
+  Status notify_spares(int64_t step, const std::vector<std::pair<int, int>>& replacements, bool checkpoint, bool last);
+  // The spares take their slots: lost links freed, the slots answered (the current parameters).
+  Status activate_spares(const std::vector<std::pair<int, int>>& replacements, int64_t step);
 
   Backend& backend_;
   PsRoles roles_;
   int index_;
   Communicator& servers_;
-  std::vector<std::unique_ptr<Communicator>> links_;
+  std::vector<std::unique_ptr<Communicator>> links_;        // per worker slot (a spare's once it replaced one)
+  std::vector<std::unique_ptr<Communicator>> spare_links_;  // per spare, until it takes a slot
+  struct SpareNotices;
+  std::unique_ptr<SpareNotices> spare_notices_;             // server 0: the notices in flight
+  int spares_used_ = 0;
   std::vector<std::vector<std::unique_ptr<Unit>>> units_;  // [position][chunk]
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<Compressor> compressor_;  // null: pushes arrive as f32
@@ -162,7 +181,7 @@ class ParamServer final : public ParameterUpdate {
   int stop_signal_ = 0;       // the agreed stop signal (0: none) ...
   int64_t stopped_after_ = 0; // ... and the step every rank stops after
   std::unique_ptr<PsStopAgreement> stop_agreement_;  // async modes
-  uint64_t agreed_lost_ = 0;     // bit w: worker w lost, agreed at the last meeting step ...
+  uint64_t agreed_lost_ = 0;     // bit r: world rank r lost, agreed at the last meeting step ...
   int64_t agreed_at_ = 0;        // ... which is this one
   uint64_t announced_lost_ = 0;  // the set on_lost last ran with
   ParamServerOptions o_;

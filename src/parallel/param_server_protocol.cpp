@@ -20,10 +20,11 @@ Result<PsConsistency> parse_ps_consistency(std::string_view name) {
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_ps_links(Communicator& world, const PsRoles& roles) {
   const int r = world.rank();
-  std::vector<std::unique_ptr<Communicator>> links(static_cast<size_t>(roles.workers));
-  for (int w = 0; w < roles.workers; ++w) {
-    const bool member = r == w || roles.is_server(r);
-    const int key = r == w ? 0 : 1 + roles.server_index(r);
+  std::vector<std::unique_ptr<Communicator>> links(static_cast<size_t>(roles.links()));
+  for (int w = 0; w < roles.links(); ++w) {
+    const bool own = !roles.is_server(r) && roles.link_of(r) == w;
+    const bool member = own || roles.is_server(r);
+    const int key = own ? 0 : 1 + roles.server_index(r);
     TS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> link,
                         world.split_point_to_point(member ? 0 : -1, key, "ps_link_w" + std::to_string(w)));
     links[static_cast<size_t>(w)] = std::move(link);

@@ -52,19 +52,25 @@ Result<PsConsistency> parse_ps_consistency(std::string_view name);
 
 struct PsRoles {
   int workers = 1, servers = 1;
+  int spares = 0;  // standby workers, world ranks [W + S, W + S + K) (ParamServerOptions, "Spare workers")
   GridShape grid;  // the workers' grid: workers == grid.world_size()
   PsRoles() = default;
-  PsRoles(int w, int s) : workers(w), servers(s), grid{w, 1, 1} {}
-  PsRoles(const GridShape& g, int s) : workers(g.world_size()), servers(s), grid(g) {}
+  PsRoles(int w, int s, int k = 0) : workers(w), servers(s), spares(k), grid{w, 1, 1} {}
+  PsRoles(const GridShape& g, int s, int k = 0) : workers(g.world_size()), servers(s), spares(k), grid(g) {}
   // Model-parallel positions (pp, tp) and the one worker w occupies: index pp * tp_size + tp.
   int positions() const { return grid.pp * grid.tp; }
   int position_of(int worker) const {
     const GridCoord c = grid_coord(grid, worker);
     return c.pp * grid.tp + c.tp;
   }
-  bool is_server(int world_rank) const { return world_rank >= workers; }
+  bool is_server(int world_rank) const { return world_rank >= workers && world_rank < workers + servers; }
   int server_index(int world_rank) const { return world_rank - workers; }
   int server_world_rank(int s) const { return workers + s; }
+  bool is_spare(int world_rank) const { return world_rank >= workers + servers; }
+  int spare_world_rank(int k) const { return workers + servers + k; }
+  // Links (make_ps_links): one per worker, then one per spare.
+  int links() const { return workers + spares; }
+  int link_of(int world_rank) const { return is_spare(world_rank) ? workers + (world_rank - workers - servers) : world_rank; }
   // The flat range server s owns of a numel-element buffer.
   FlatRange shard(int s, int64_t numel) const {
     return {numel * s / servers, numel * (s + 1) / servers};
@@ -73,6 +79,18 @@ struct PsRoles {
 
 inline constexpr int kPushHeaderTag = 711, kPushDataTag = 712, kReplyHeaderTag = 721, kReplyDataTag = 722;
 inline constexpr int kStopRequestTag = 731, kStopDecisionTag = 732;  // between servers (async modes)
+inline constexpr int kSpareNoticeTag = 741;  // server 0 -> a standby spare
+
+// Server 0 to each standby spare, before the live ranks' collectives at a step where the workers
+// meet: what the spare must join there (it joins no other collective while it stands by).
+struct SpareNotice {
+  int64_t step = 0;        // the workers all completed this step
+  uint64_t lost = 0;       // bit r: world rank r lost (as ReplyHeader::lost)
+  int64_t replaces = -1;   // >= 0: from here on this spare is that worker (its slot, data and link)
+  int64_t checkpoint = 0;  // 1: the live ranks save this step
+  int64_t last = 0;        // 1: the run ends after this step
+};
+static_assert(sizeof(SpareNotice) == 5 * sizeof(int64_t));
 
 // Sent as kPushHeaderWords int64s.
 struct PushHeader {
@@ -87,15 +105,16 @@ struct ReplyHeader {
   double grad_norm = 0;    // sync: global norm of the averaged gradient before clipping; async: 0
   int64_t stop_signal = 0; // preemption: every rank stops after step stop_after on this signal
   int64_t stop_after = 0;  // (0, 0: go on; this server may not know yet, see below)
-  uint64_t lost = 0;       // async modes: bit w = worker w was dropped, as the servers agreed at the
-                           // last step where the workers meet (ParamServerOptions::meet_at)
+  uint64_t lost = 0;       // async modes: bit r = world rank r was lost (a worker, or a spare that
+                           // had replaced one), as the servers agreed at the last step where the
+                           // workers meet (ParamServerOptions::meet_at)
 };
 static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 6 * sizeof(int64_t));
-// Workers a lost set can name (ReplyHeader::lost); beyond, a dropped worker ends the run.
+// World ranks a lost set can name (ReplyHeader::lost); beyond, a dropped worker ends the run.
 inline constexpr int kMaxLosableWorkers = 64;
 
-// Collective over `world`: one link communicator per worker ({worker w, servers 0..S-1}). A worker
-// gets a vector with only its own link non-null; a server gets all W.
+// Collective over `world`: one link communicator per worker ({worker w, servers 0..S-1}), then one
+// per spare. A worker or spare gets a vector with only its own link non-null; a server gets all W + K.
 Result<std::vector<std::unique_ptr<Communicator>>> make_ps_links(Communicator& world, const PsRoles& roles);
 
 }  // namespace tessera

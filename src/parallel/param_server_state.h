@@ -28,6 +28,7 @@ struct ParamServer::Unit {
 // What the server keeps per worker; [c]: chunk c of its position.
 struct ParamServer::Slot {
   int position = 0;
+  int world_rank = 0;    // the worker's, or the spare's that took its place
   bool live = true;
   bool posted = false;   // the receives of the next push are posted
   bool arrived = false;  // sync: its push of the current step is in `grads`
@@ -44,6 +45,12 @@ struct ParamServer::Slot {
   std::vector<std::vector<float>> out;  // the parameters of the answer (a copy: later pushes change the shard)
   std::unique_ptr<Work> send_header;
   std::vector<std::unique_ptr<Work>> send_data;
+};
+
+// Server 0's notices to the standby spares (kept until sent: MPI reads them).
+struct ParamServer::SpareNotices {
+  std::vector<SpareNotice> message;            // per spare
+  std::vector<std::unique_ptr<Work>> sending;  // per spare
 };
 
 }  // namespace tessera

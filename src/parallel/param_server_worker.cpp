@@ -2,6 +2,8 @@
 #include "parallel/param_server_worker.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "backend/ops.h"
 #include "comm/agreement.h"
@@ -68,6 +70,7 @@ Status ParamServerWorker::wait_replies(const char* what) {
 }
 
 Status ParamServerWorker::broadcast_parameters() {
+  if (standby_) return Status::ok_status();
   for (int s = 0; s < roles_.servers; ++s) post_replies(s);
   TS_RETURN_IF_ERROR(wait_replies("the initial parameters"));
   pulled_bytes_ = 0;  // traffic counts the steps' pulls only
@@ -186,9 +189,20 @@ int ParamServerWorker::agreed_stop_signal() const {
 std::vector<int> ParamServerWorker::lost_workers() const {
   std::vector<int> out;
   const uint64_t lost = reply_.front().lost;  // the servers agreed: all equal
-  for (int w = 0; w < roles_.workers && w < kMaxLosableWorkers; ++w)
-    if (lost >> w & 1) out.push_back(w);  // worker w is world rank w
+  for (int r = 0; r < kMaxLosableWorkers; ++r)
+    if (lost >> r & 1) out.push_back(r);
   return out;
+}
+
+Result<SpareNotice> ParamServerWorker::next_notice(const std::function<void()>& idle) {
+  Work notice = link_.recv_async(&notice_, sizeof(SpareNotice), DType::u8, 1, kSpareNoticeTag);
+  while (!notice.test()) {
+    if (idle) idle();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const Status st = notice.wait();
+  if (!st.ok()) return Status(st.code(), "spare worker: the notice from " + server_name(0) + " failed: " + st.message());
+  return notice_;
 }
 
 Status ParamServerWorker::average_over_replicas(float* values, int64_t n) {

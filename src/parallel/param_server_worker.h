@@ -13,6 +13,7 @@
 #pragma once
 #include <csignal>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,8 +43,16 @@ class ParamServerWorker final : public GradientSync {
                     const CompressionConfig& compression = {});
 
   std::string_view name() const override { return "param_server_worker"; }
-  // Receives the initial (or resumed) parameters from every server.
+  // Receives the initial (or resumed) parameters from every server (a standby spare: nothing yet).
   Status broadcast_parameters() override;
+  // A spare worker (PsRoles::spares) stands by: no parameters, no pushes, only server 0's notices
+  // (SpareNotice) until one names the worker it replaces; then set_standby(false) and
+  // broadcast_parameters() receive the servers' current parameters, and it trains as that worker.
+  void set_standby(bool standby) { standby_ = standby; }
+  bool standby() const { return standby_; }
+  // Standby: server 0's next notice. Polls with no timeout (a spare may wait a whole run), calling
+  // `idle` between polls.
+  Result<SpareNotice> next_notice(const std::function<void()>& idle);
   void begin_micro_batch(bool) override {}
   void on_layer_ready(int) override {}
   // Pushes the gradient ranges (clipped here first in the async modes) and posts the receives of the answers.
@@ -118,6 +127,8 @@ class ParamServerWorker final : public GradientSync {
   double exposed_wait_s_ = 0, t_push_ = 0;
   uint64_t pushed_bytes_ = 0, pulled_bytes_ = 0;
   TraceFn trace_;
+  bool standby_ = false;
+  SpareNotice notice_;
 };
 
 }  // namespace tessera

@@ -156,22 +156,24 @@ Status check_zero_stage(const RunConfig& cfg) {
 Result<int> check_param_server(const RunConfig& cfg, int world_size) {
   const ParallelConfig& p = cfg.parallel;
   if (p.mode != ParallelMode::ps) return world_size;
-  const int S = cfg.ps.servers;
-  if (S < 1 || world_size <= S)
-    return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + str(S) + " needs at least " + str(S + 1) +
-                            " ranks (the last " + str(S) + " serve, the rest are workers) but the job has " +
-                            str(world_size) + ": launch more ranks or lower ps.servers");
-  const int workers = world_size - S, mp = p.tp * p.pp;
+  const int S = cfg.ps.servers, K = cfg.ps.spare_workers;
+  const std::string spares = K > 0 ? " and ps.spare_workers = " + str(K) : "";
+  if (S < 1 || world_size <= S + K)
+    return invalid_argument("parallel.mode = \"ps\" with ps.servers = " + str(S) + spares + " needs at least " +
+                            str(S + K + 1) + " ranks (the last " + str(S + K) + (K > 0 ? " serve or stand by" : " serve") +
+                            ", the rest are workers) but the job has " + str(world_size) + ": launch more ranks or lower ps.servers" +
+                            (K > 0 ? " or ps.spare_workers" : ""));
+  const int workers = world_size - S - K, mp = p.tp * p.pp;
   if (p.dp * mp != workers) {
     const std::string replicas = mp == 1 ? "parallel.dp = " + str(p.dp)
                                          : "parallel.dp x parallel.tp x parallel.pp = " + str(p.dp) + " x " + str(p.tp) +
                                                " x " + str(p.pp) + " = " + str(p.dp * mp);
     const std::string fix = workers % mp == 0 ? "set parallel.dp = " + str(workers / mp) + ", or launch"
                                               : "launch";
-    return invalid_argument("parallel.mode = \"ps\": " + str(world_size) + " ranks with ps.servers = " + str(S) +
+    return invalid_argument("parallel.mode = \"ps\": " + str(world_size) + " ranks with ps.servers = " + str(S) + spares +
                             " leave " + str(workers) + " workers but " + replicas + " (dp counts the workers" +
                             (mp == 1 ? "" : "' replicas of parallel.tp x parallel.pp ranks each") + "): " + fix +
-                            " with mpirun -np " + str(p.dp * mp + S));
+                            " with mpirun -np " + str(p.dp * mp + S + K));
   }
   return workers;
 }

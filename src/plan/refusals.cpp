@@ -15,6 +15,7 @@ bool compresses_other_than_bf16(const RunConfig& c) {
 }
 bool parameter_server(const RunConfig& c) { return c.parallel.mode == ParallelMode::ps; }
 bool fp16(const RunConfig& c) { return c.train.precision == Precision::fp16; }
+bool spares(const RunConfig& c) { return c.ps.spare_workers > 0; }
 
 bool context_parallel(const RunConfig& c) { return c.parallel.cp > 1; }
 bool expert_parallel(const RunConfig& c) { return c.parallel.ep > 1; }
@@ -73,6 +74,31 @@ const std::vector<Refusal>& table() {
        [](const RunConfig& c) { return compresses_other_than_bf16(c) && fp16(c); },
        "the error-feedback residual would carry loss-scaled (and overflowed) gradients across steps",
        "use train.precision = \"bf16\", or comm.compression = \"bf16\""},
+      {"ps.spare_workers >= 1 without parallel.mode = \"ps\"",
+       {"ps.spare_workers", "parallel.mode"},
+       [](const RunConfig& c) { return spares(c) && !parameter_server(c); },
+       "spare workers stand by for the workers of a parameter server",
+       "set ps.spare_workers = 0, or parallel.mode = \"ps\" with ps.consistency = \"async\" or \"ssp\""},
+      {"ps.spare_workers >= 1 with ps.consistency = \"sync\"",
+       {"ps.spare_workers", "ps.consistency"},
+       [](const RunConfig& c) { return spares(c) && parameter_server(c) && c.ps.consistency == PsConsistency::sync; },
+       "sync mode ends the run when a worker is missing; only the async modes go on without one and can take a spare",
+       "use ps.consistency = \"async\" or \"ssp\", or ps.spare_workers = 0"},
+      {"ps.spare_workers >= 1 with parallel.tp or parallel.pp >= 2",
+       {"ps.spare_workers", "parallel.tp", "parallel.pp"},
+       [](const RunConfig& c) { return spares(c) && c.parallel.tp * c.parallel.pp > 1; },
+       "a spare takes the place of a whole replica's only rank; a tp x pp replica cannot go on without its lost rank",
+       "use parallel.tp = parallel.pp = 1, or ps.spare_workers = 0"},
+      {"ps.spare_workers >= 1 with comm.compression other than \"none\"",
+       {"ps.spare_workers", "comm.compression"},
+       [](const RunConfig& c) { return spares(c) && compresses(c); },
+       "the lost worker's error-feedback residuals die with it, and a checkpoint has no place for a spare's",
+       "set comm.compression = \"none\", or ps.spare_workers = 0"},
+      {"ps.spare_workers >= 1 with train.sample_ledger = true",
+       {"ps.spare_workers", "train.sample_ledger"},
+       [](const RunConfig& c) { return spares(c) && c.train.sample_ledger; },
+       "the async modes skip a lost worker's batches until its spare starts, so no epoch is seen exactly once",
+       "set train.sample_ledger = false, or ps.spare_workers = 0"},
       {"train.on_anomaly = \"skip_step\" or \"rollback\" with parallel.mode = \"ps\"",
        {"train.on_anomaly", "parallel.mode"},
        [](const RunConfig& c) {

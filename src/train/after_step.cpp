@@ -247,6 +247,11 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
 
   const bool planned_last = run.state.step == cfg.train.steps ||
                             (run.opts.stop_after_steps > 0 && c.steps_this_run == run.opts.stop_after_steps);
+  return finish_step(run, planned_last);
+}
+
+Result<bool> finish_step(TrainingRun& run, bool planned_last) {
+  const RunConfig& cfg = run.cfg;
   // A parameter-server worker lost since the last such step: the collectives below go on without it.
   if (is_param_server_run(cfg)) TS_RETURN_IF_ERROR(follow_lost_workers(run));
   if (run.val_loader && (run.state.step % cfg.train.eval_interval == 0 || planned_last))
@@ -340,10 +345,14 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     if (checkpoint_world(run).rank() == 0) {
       std::string names;
       for (int r : s.lost_workers) names += (names.empty() ? "" : ", ") + std::to_string(r);
-      s.lost_report = "the run finished without the parameter-server worker(s) at world rank " + names +
-                      ", lost during it; its checkpoint of step " + std::to_string(run.state.step) + " (" +
-                      checkpoint::checkpoint_target(run.cfg.train.out_dir, run.state.step).final_dir() +
-                      ") is complete: resume on the whole job with --resume";
+      const bool all_replaced = s.spares_used == static_cast<int>(s.lost_workers.size());
+      s.lost_report = (all_replaced ? "the run finished with every worker: spare(s) took the place(s) of the "
+                                      "parameter-server worker(s) at world rank " + names + ", lost during it"
+                                    : "the run finished without the parameter-server worker(s) at world rank " + names +
+                                          ", lost during it") +
+                      "; its checkpoint of step " + std::to_string(run.state.step) + " (" +
+                      checkpoint::checkpoint_target(run.cfg.train.out_dir, run.state.step).final_dir() + ") is complete" +
+                      (all_replaced && run.state.step >= run.cfg.train.steps ? "" : ": resume on the whole job with --resume");
     }
   }
   run.finished_ok = true;

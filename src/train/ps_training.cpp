@@ -23,7 +23,7 @@ namespace {
 
 PsRoles roles_of(const RunConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  return PsRoles(GridShape{p.dp, p.pp, p.tp}, cfg.ps.servers);
+  return PsRoles(GridShape{p.dp, p.pp, p.tp}, cfg.ps.servers, cfg.ps.spare_workers);
 }
 
 // How workers compress their pushes (comm.compression; PowerSGD is refused by plan_parallel_layout).
@@ -38,9 +38,10 @@ Result<Communicator*> grid_world(TrainingRun& run) {
   if (!is_param_server_run(run.cfg)) return &run.world;
   const PsRoles roles = roles_of(run.cfg);
   const int rank = run.world.rank();
-  const bool server = roles.is_server(rank);
-  TS_ASSIGN_OR_RETURN(run.ps_role, run.world.split(server ? 1 : 0, rank, server ? "ps_servers" : "ps_workers"));
-  if (server) run.layout.grid = GridShape{roles.servers, 1, 1};
+  const int role = roles.is_server(rank) ? 1 : roles.is_spare(rank) ? 2 : 0;
+  TS_ASSIGN_OR_RETURN(run.ps_role, run.world.split(role, rank, role == 1 ? "ps_servers" : role == 2 ? "ps_spares" : "ps_workers"));
+  if (role == 1) run.layout.grid = GridShape{roles.servers, 1, 1};
+  if (role == 2) run.layout.grid = GridShape{roles.spares, 1, 1};
   return run.ps_role.get();
 }
 
@@ -48,17 +49,20 @@ Result<std::unique_ptr<GradientSync>> make_param_server_worker(TrainingRun& run,
                                                                const ModelParallelGroups& groups) {
   const RunConfig& cfg = run.cfg;
   const PsConsistency consistency = cfg.ps.consistency;
-  TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles_of(cfg)));
+  const PsRoles roles = roles_of(cfg);
+  TS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> links, make_ps_links(run.world, roles));
   std::unique_ptr<Communicator> solo;
   if (consistency != PsConsistency::sync) {
     Communicator& workers = run.grid->world();  // every worker: a collective split of the workers' group
     TS_ASSIGN_OR_RETURN(solo, workers.split(workers.rank(), 0, "solo"));
   }
   TS_ASSIGN_OR_RETURN(const CompressionConfig compression, push_compression(cfg));
+  const int rank = run.world.rank();
   auto worker = std::make_unique<ParamServerWorker>(
-      *run.backend, roles_of(cfg), consistency, std::move(links[static_cast<size_t>(run.world.rank())]), groups, std::move(solo),
+      *run.backend, roles, consistency, std::move(links[static_cast<size_t>(roles.link_of(rank))]), groups, std::move(solo),
       std::move(chunks), cfg.optim.grad_clip, compression);
   worker->set_stop_signal_source(run.opts.stop_signal);
+  worker->set_standby(roles.is_spare(rank));
   return std::unique_ptr<GradientSync>(std::move(worker));
 }
 
@@ -88,9 +92,20 @@ void report_param_server_traffic(TrainingRun& run) {
 Communicator& checkpoint_world(TrainingRun& run) { return run.world_survivors ? *run.world_survivors : run.world; }
 Communicator& eval_group(TrainingRun& run) { return run.dp_survivors ? *run.dp_survivors : run.grid->param_replicas(); }
 
+// The ranks that evaluate once `lost` are gone: the live workers and the spares that took the lost
+// ones' places (the servers give the spares out in order while they last, one per lost rank).
+std::vector<int> not_evaluating(const RunConfig& cfg, const std::vector<int>& lost) {
+  const PsRoles roles = roles_of(cfg);
+  std::vector<int> out = lost;
+  for (int s = 0; s < roles.servers; ++s) out.push_back(roles.server_world_rank(s));
+  for (int k = std::min(roles.spares, static_cast<int>(lost.size())); k < roles.spares; ++k)
+    out.push_back(roles.spare_world_rank(k));
+  return out;
+}
+
 Status follow_lost_workers(TrainingRun& run, std::vector<int> lost) {
   const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());
-  if (worker) lost = worker->lost_workers();
+  if (worker && lost.empty()) lost = worker->lost_workers();
   if (lost.empty() || lost == run.summary.lost_workers) return Status::ok_status();
   std::string names;
   for (int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
@@ -102,16 +117,51 @@ Status follow_lost_workers(TrainingRun& run, std::vector<int> lost) {
   for (auto* c : {&run.world_survivors, &run.dp_survivors})
     if (*c) (*c)->abandon();
   TS_ASSIGN_OR_RETURN(run.world_survivors, run.world.without(lost, "survivors"));
-  // Whole replicas: the dp group is the workers' group, worker w its rank w (its world rank).
-  if (worker) {
-    TS_ASSIGN_OR_RETURN(run.dp_survivors, run.grid->dp().without(lost, "survivors"));
+  // Whole replicas: the evaluating ranks are the live workers and the spares in their places.
+  if (worker && !worker->standby()) {
+    TS_ASSIGN_OR_RETURN(run.dp_survivors, run.world.without(not_evaluating(run.cfg, lost), "evaluating"));
   }
+  const PsRoles roles = roles_of(run.cfg);
+  std::string spares;  // the spares taking places at this loss (the servers' order)
+  for (int k = std::min(roles.spares, static_cast<int>(run.summary.lost_workers.size()));
+       k < std::min(roles.spares, static_cast<int>(lost.size())); ++k)
+    spares += (spares.empty() ? "" : ", ") + std::to_string(roles.spare_world_rank(k));
   run.summary.lost_workers = lost;
+  run.summary.spares_used = std::min(roles.spares, static_cast<int>(lost.size()));
   if (run.world_survivors->rank() == 0)
     log_warn("lost worker(s) at world rank " + names + " after step " + std::to_string(run.state.step) +
-             ": the parameter servers go on; checkpoints, evaluations and the end of the run continue with the " +
-             std::to_string(run.world_survivors->size()) + " other ranks");
+             (spares.empty() ? ": the parameter servers go on; checkpoints, evaluations and the end of the run continue with the " +
+                                   std::to_string(run.world_survivors->size()) + " other ranks"
+                             : ": the spare(s) at world rank " + spares + " take the lost place(s) at this step; the "
+                               "parameter servers go on"));
   return Status::ok_status();
+}
+
+Result<bool> stand_by_as_spare(TrainingRun& run) {
+  auto* spare = static_cast<ParamServerWorker*>(run.sync.get());  // make_param_server_worker made it, standing by
+  for (;;) {
+    // tessera launch watches every rank's heartbeat: a spare beats while it waits (once a second).
+    double last_beat = 0;
+    TS_ASSIGN_OR_RETURN(const SpareNotice n, spare->next_notice([&run, &last_beat] {
+                          if (Timeline::now_s() - last_beat < 1.0) return;
+                          last_beat = Timeline::now_s();
+                          run.heartbeat.beat("standby", run.state.step);
+                        }));
+    run.state.step = n.step;
+    std::vector<int> lost;
+    for (int r = 0; r < kMaxLosableWorkers; ++r)
+      if (n.lost >> r & 1) lost.push_back(r);
+    if (n.replaces >= 0) spare->set_standby(false);  // evaluates from this step on (follow_lost_workers)
+    TS_RETURN_IF_ERROR(follow_lost_workers(run, lost));
+    if (n.replaces >= 0) {
+      TS_RETURN_IF_ERROR(take_worker_place(run, static_cast<int>(n.replaces), n.step));
+      TS_RETURN_IF_ERROR(spare->broadcast_parameters());  // the servers' answer: their current parameters
+      TS_ASSIGN_OR_RETURN(const bool last, finish_step(run, n.step >= run.cfg.train.steps));
+      return !last;
+    }
+    if (n.checkpoint) TS_RETURN_IF_ERROR(save_run_checkpoint(run, n.last != 0));
+    if (n.last) return false;
+  }
 }
 
 Status build_param_server(TrainingRun& run) {

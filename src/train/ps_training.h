@@ -20,15 +20,20 @@ namespace tessera {
 struct TrainingRun;
 
 inline bool is_param_server_run(const RunConfig& cfg) { return cfg.parallel.mode == ParallelMode::ps; }
-// Servers are the last ps.servers ranks, after the parallel.dp x tp x pp workers (param_server_protocol.h).
+// Servers are the ps.servers ranks after the parallel.dp x tp x pp workers, spares the
+// ps.spare_workers ranks after them (param_server_protocol.h).
 inline bool is_param_server_rank(const RunConfig& cfg, int world_rank) {
-  return is_param_server_run(cfg) && world_rank >= cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+  const int workers = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+  return is_param_server_run(cfg) && world_rank >= workers && world_rank < workers + cfg.ps.servers;
+}
+inline bool is_spare_worker_rank(const RunConfig& cfg, int world_rank) {
+  return is_param_server_run(cfg) && world_rank >= cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp + cfg.ps.servers;
 }
 
 // The communicator the run's Grid spans: the world, or in a PS run this rank's role group (the
-// workers, or the servers; collective over the world, kept in run.ps_role). A server's grid is
-// dp = ps.servers x 1 x 1 (its dp group is the servers' group); run.layout keeps the workers'
-// pipeline shape and stage split, which the servers' stores follow.
+// workers, the servers or the spares; collective over the world, kept in run.ps_role). A server's
+// grid is dp = ps.servers x 1 x 1 (its dp group is the servers' group), a spare's ps.spare_workers
+// x 1 x 1; run.layout keeps the workers' pipeline shape and stage split, which the servers' stores follow.
 Result<Communicator*> grid_world(TrainingRun& run);
 
 // A worker's gradient strategy over its chunks (collective over the world with build_param_server:
@@ -68,5 +73,12 @@ Communicator& eval_group(TrainingRun& run);
 // A server rank's whole run: answers the workers until they complete the last step, joining their
 // checkpoints; then the usual end of run.
 Result<TrainSummary> serve_parameters(TrainingRun& run);
+
+// A spare rank (ps.spare_workers): stands by, joining the live ranks' collectives where the workers
+// meet (server 0's SpareNotice says which), until a notice names the lost worker it replaces: then
+// it takes that worker's data slice at the meeting step, receives the servers' parameters, joins
+// that step's evaluation and checkpoint, and returns true (the caller trains on as the worker).
+// false: the run ended while it stood by (it joined the last checkpoint; finish_training follows).
+Result<bool> stand_by_as_spare(TrainingRun& run);
 
 }  // namespace tessera

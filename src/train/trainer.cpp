@@ -12,6 +12,10 @@ namespace tessera {
 Result<TrainSummary> run_training(const RunConfig& cfg, Communicator& world, const TrainerOptions& opts) {
   TS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> run, set_up_training(cfg, world, opts));
   if (is_param_server_rank(cfg, world.rank())) return serve_parameters(*run);  // servers take no steps
+  if (is_spare_worker_rank(cfg, world.rank())) {  // stands by until a lost worker's place is free
+    TS_ASSIGN_OR_RETURN(const bool replaced, stand_by_as_spare(*run));
+    if (!replaced) return finish_training(*run);
+  }
   StepParts parts = run->step_parts();
   while (run->state.step < cfg.train.steps) {
     const StepStart start = start_step_clock(*run);

@@ -48,8 +48,10 @@ struct TrainSummary {
   int stop_signal = 0;               // preempted: the signal that stopped the run early (0: not preempted)
   std::string preempted_checkpoint;  // preempted: the checkpoint of the last step, complete
   // Parameter server, async modes: world ranks of the workers lost during the run, which finished
-  // without them (the job must then be ended on purpose: MPI cannot finish it; see ps_training.h).
+  // without them or with spares in their places (the job must then be ended on purpose: MPI cannot
+  // finish it; see ps_training.h).
   std::vector<int> lost_workers;
+  int spares_used = 0;  // of ps.spare_workers: the spares that took lost workers' places
   std::string lost_report;           // on the survivors' first rank only: what to tell the user
 };
 

@@ -139,6 +139,11 @@ struct TrainingRun {
 Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Communicator& world,
                                                      const TrainerOptions& opts);
 
+// A spare parameter-server worker taking the place of `worker` after `step` (ps_training.h,
+// stand_by_as_spare): its loaders read that worker's data slice from there (the run's start position
+// advanced by the steps since), and its clock and summary start at that step.
+Status take_worker_place(TrainingRun& run, int worker, int64_t step);
+
 // Snapshot of the counters a step's timing reads, taken before the step.
 struct StepStart {
   double t0, loader_wait, exposed_wait, cp_exposed, ep_exchange;
@@ -149,6 +154,9 @@ StepStart start_step_clock(const TrainingRun& run);
 // Returns true when the run must stop: last step, --stop-after reached, or a stop signal (preemption.h;
 // then with a checkpoint of this step and summary.stop_signal set).
 Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const StepStart& start);
+// after_step's part that the run's ranks take together: lost parameter-server workers followed, the
+// evaluation, the stop agreement and the checkpoint of run.state.step (planned_last: the run's last).
+Result<bool> finish_step(TrainingRun& run, bool planned_last);
 
 // A checkpoint of run.state, as after_step takes it (synchronous or train.async_checkpoint; last:
 // complete on return). The parameter server's ranks join the workers' saves through it.

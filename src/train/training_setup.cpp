@@ -66,11 +66,11 @@ Status open_dataset(TrainingRun& run) {
   return Status::ok_status();
 }
 
-// Train and validation loaders over this rank's data slice (dp x ep ranks read different data).
-Status open_loaders(TrainingRun& run) {
+// Train and validation loaders over data slice `data_rank` of `data_ranks` (dp x ep ranks read
+// different data; a spare parameter-server worker reads the slice of the worker it replaces).
+Status open_loaders_for(TrainingRun& run, int data_rank, int data_ranks) {
   const RunConfig& cfg = run.cfg;
   const int B = static_cast<int>(cfg.train.micro_batch), T = static_cast<int>(cfg.data.seq_len);
-  const int data_rank = run.grid->data_rank(), data_ranks = run.grid->shape().data_size();
   // Context parallelism: the ranks of a cp group read the same sequences, each its own positions
   // (under ring attention two balanced pieces of each).
   const SequenceChunk chunk{run.grid->coord().cp, run.grid->shape().cp,
@@ -95,6 +95,10 @@ Status open_loaders(TrainingRun& run) {
     }
   }
   return Status::ok_status();
+}
+
+Status open_loaders(TrainingRun& run) {
+  return open_loaders_for(run, run.grid->data_rank(), run.grid->shape().data_size());
 }
 
 // The whole model's initial values (seeded, or imported from Hugging Face weights) into `store`,
@@ -470,6 +474,31 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   run->clock.pp_traffic_at_start = run->grid->pp().traffic_bytes();
   run->heartbeat.beat("train", run->state.step);
   return run;
+}
+
+Status take_worker_place(TrainingRun& run, int worker, int64_t step) {
+  const RunConfig& cfg = run.cfg;
+  const int workers = cfg.parallel.dp;  // whole replicas: worker w reads data slice w of dp
+  // Every worker's stream advances one global batch per step from where the run (or resume) began,
+  // which is where this rank's unused loader still stands.
+  const LoaderPosition start = run.loader->position();
+  const uint64_t windows = run.loader->windows_per_epoch();
+  run.val_loader.reset();
+  run.loader.reset();
+  TS_RETURN_IF_ERROR(open_loaders_for(run, worker, workers));
+  const uint64_t per_step = static_cast<uint64_t>(cfg.train.micro_batch * cfg.train.grad_accum) * static_cast<uint64_t>(workers);
+  const uint64_t consumed = start.index + static_cast<uint64_t>(step - run.summary.first_step) * per_step;
+  TS_RETURN_IF_ERROR(run.loader->restore(LoaderPosition{start.epoch + consumed / windows, consumed % windows}));
+  run.state.step = step;
+  run.state.loader = run.loader->position();
+  run.summary.first_step = step;
+  run.clock = RunClock{};
+  run.clock.run_start = Timeline::now_s();
+  run.heartbeat.beat("train", step);
+  log_info("spare worker at world rank " + std::to_string(run.world.rank()) + ": taking the place of worker " +
+           std::to_string(worker) + " after step " + std::to_string(step) + " (its data slice from stream position " +
+           std::to_string(run.state.loader.index) + " of epoch " + std::to_string(run.state.loader.epoch) + ")");
+  return Status::ok_status();
 }
 
 }  // namespace tessera

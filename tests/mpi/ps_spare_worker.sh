@@ -1,0 +1,63 @@
+#!/bin/sh
+# Parameter server with spare workers (docs/fault-tolerance.md, "Spare workers"): 3 workers, 1 server
+# and 2 spares (ps.spare_workers = 2), async, under mpirun --enable-recovery. Worker 1 is SIGKILLed
+# at step 3: at the meeting of step 4 the spare at world rank 4 takes its place; that spare is
+# SIGKILLed at step 7 and the spare at world rank 5 takes the place at step 8. The servers are never
+# restarted: worker 1's pushes after step 4 come from rank 4, after step 8 from rank 5; every
+# evaluation runs, the last checkpoint (step 12) is complete on the 4 live ranks with matching
+# fingerprints and the data position of 12 full steps, and it resumes on the whole job.
+# mpirun --enable-recovery exits 0 whatever the ranks return: the output is checked instead.
+#   ps_spare_worker.sh <tessera> <data_dir> <work_dir>
+tessera=$1; data=$2; work=$3
+config=$(dirname "$0")/../../tests/configs/tiny.toml
+rm -rf "$work"; mkdir -p "$work"
+train() {  # mpirun options, then "--", then trainer arguments
+  mpi_opts=""
+  while [ "$1" != -- ]; do mpi_opts="$mpi_opts $1"; shift; done
+  shift
+  timeout -k 5 90 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe $mpi_opts -np 6 \
+    "$tessera" train --config "$config" --quiet data.dir="$data" train.out_dir="$work/run" train.threads=1 \
+    train.micro_batch=2 train.batch_tokens=384 train.eval_interval=4 train.eval_batches=1 \
+    train.checkpoint_interval=4 train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=async \
+    ps.spare_workers=2 "$@"
+}
+train --enable-recovery -x TESSERA_FAULT=crash:rank=1:step=3,crash:rank=4:step=7 -- train.steps=12 > "$work/out.txt" 2>&1
+rc=$?
+cat "$work/out.txt"
+echo "---- exit code $rc"
+fail=0
+no() { echo "FAIL: $*"; fail=1; }
+[ $rc -eq 124 ] || [ $rc -eq 137 ] && no "the job did not end"
+grep -qF "the spare at world rank 4 takes the place of worker 1 (world rank 1, lost) after step 4" "$work/out.txt" ||
+  no "spare 4 did not replace worker 1 at step 4"
+grep -qF "the spare at world rank 5 takes the place of worker 1 (world rank 4, lost) after step 8" "$work/out.txt" ||
+  no "spare 5 did not replace the lost spare 4 at step 8"
+grep -qF "the run finished with every worker" "$work/out.txt" || no "no final report of the replacements"
+# 2 sequences per worker and step, 3 workers: the stream stands at 6 per step.
+grep -qF "taking the place of worker 1 after step 4 (its data slice from stream position 24 of epoch 0)" "$work/out.txt" ||
+  no "spare 4 does not read worker 1's data from step 4's position"
+grep -qF "taking the place of worker 1 after step 8 (its data slice from stream position 48 of epoch 0)" "$work/out.txt" ||
+  no "spare 5 does not read worker 1's data from step 8's position"
+for s in 4 8 12; do
+  grep -q "\"step\":$s,\"val_loss\"" "$work/run/metrics.jsonl" || no "no evaluation at step $s"
+done
+/usr/bin/python3 - "$work/run/ps_server0.jsonl" <<'PY' || no "worker 1's pushes did not come from the spares"
+import json, sys
+by_step = {r["step"]: r["world_rank"] for r in map(json.loads, open(sys.argv[1])) if r["worker"] == 1}
+want = {1: 1, 2: 1, 5: 4, 6: 4, 9: 5, 10: 5, 11: 5, 12: 5}
+assert by_step == want, f"worker 1's answered pushes (step: world rank) {by_step}, expected {want}"
+print("worker 1's pushes by step and world rank:", by_step)
+PY
+"$tessera" checkpoint inspect "$work/run" > "$work/inspect.txt" 2>&1 || no "checkpoint inspect failed"
+cat "$work/inspect.txt"
+grep -qF "step 12, saved by 4 ranks" "$work/inspect.txt" || no "the last checkpoint is not step 12 saved by the 4 live ranks"
+grep -qF 'loader={"epoch":0,"index":72}' "$work/inspect.txt" || no "the data position is not that of 12 steps of 3 workers"
+"$tessera" checkpoint fingerprint "$work/run" > "$work/fingerprint.txt" 2>&1 || { cat "$work/fingerprint.txt"; no "checkpoint 12's fingerprints do not match"; }
+train -- train.steps=16 --resume > "$work/resume.txt" 2>&1
+rc=$?
+cat "$work/resume.txt"
+[ $rc -eq 0 ] || no "the resume on the whole job failed (exit code $rc)"
+grep -qF "resuming from $work/run/checkpoints/step_00000012 (step 12)" "$work/resume.txt" || no "the resume did not start from checkpoint 12"
+grep -q '"step":16,' "$work/run/metrics.jsonl" || no "the resumed run did not reach step 16"
+[ $fail -eq 0 ] && echo "PASS: two spares took worker 1's place in turn; the servers ran on; checkpoint 12 is complete and resumes"
+exit $fail
