@@ -101,6 +101,7 @@ mode = "ps"
 servers = 3
 consistency = "ssp"
 staleness = 5
+spare_workers = 1
 
 [outer]
 lr = 0.7
