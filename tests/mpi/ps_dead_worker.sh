@@ -24,11 +24,8 @@ timeout -k 5 90 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe $mpi_opt
   train.checkpoint_interval=4 train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=$consistency \
   > "$work/out.txt" 2>&1
 rc=$?
-cat "$work/out.txt"
-echo "---- exit code $rc"
-fail=0
-no() { echo "FAIL: $*"; fail=1; }
-[ $rc -eq 124 ] || [ $rc -eq 137 ] && no "the job did not end"
+. "$(dirname "$0")/ps_drill_checks.sh"
+job_ended "$work" $rc
 [ "$mode" = hang ] && [ $rc -ne 6 ] && no "exit code $rc, expected 6 (communication: a rank was lost)"
 grep -qF "dropping worker 1 (world rank 1) after its step 4" "$work/out.txt" || no "worker 1 was not dropped"
 grep -qF "lost worker(s) at world rank 1 after step 8" "$work/out.txt" || no "the survivors did not go on without worker 1 at step 8"
@@ -37,18 +34,12 @@ grep -q '"step":12,"val_loss"' "$work/run/metrics.jsonl" || no "no evaluation at
 for w in 0 2; do
   grep -q "\"worker\": $w, \"step\": 12," "$work/run/ps_server0.jsonl" || no "worker $w was not answered at step 12"
 done
-"$tessera" checkpoint inspect "$work/run" > "$work/inspect.txt" 2>&1 || no "checkpoint inspect failed"
-grep -qF "step 12, saved by 3 ranks" "$work/inspect.txt" || { cat "$work/inspect.txt"; no "the last checkpoint is not step 12 saved by the 3 survivors"; }
-"$tessera" checkpoint fingerprint "$work/run" > "$work/fingerprint.txt" 2>&1 || { cat "$work/fingerprint.txt"; no "checkpoint 12's fingerprints do not match"; }
+checkpoint_complete "$work" 3
 timeout -k 5 90 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe -np 4 \
   "$tessera" train --config "$config" --quiet data.dir="$data" train.out_dir="$work/run" train.threads=1 \
   train.steps=16 train.micro_batch=2 train.batch_tokens=384 train.eval_interval=12 train.eval_batches=1 \
   train.checkpoint_interval=4 train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=$consistency --resume \
   > "$work/resume.txt" 2>&1
-rc=$?
-cat "$work/resume.txt"
-[ $rc -eq 0 ] || no "the resume on the whole job failed (exit code $rc)"
-grep -qF "resuming from $work/run/checkpoints/step_00000012 (step 12)" "$work/resume.txt" || no "the resume did not start from checkpoint 12"
-grep -q '"step":16,' "$work/run/metrics.jsonl" || no "the resumed run did not reach step 16"
+resumed_to_16 "$work" $?
 [ $fail -eq 0 ] && echo "PASS: the servers and the live workers finished without worker 1; checkpoint 12 is complete and resumes"
 exit $fail

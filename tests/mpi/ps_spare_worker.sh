@@ -23,11 +23,8 @@ train() {  # mpirun options, then "--", then trainer arguments
 }
 train --enable-recovery -x TESSERA_FAULT=crash:rank=1:step=3,crash:rank=4:step=7 -- train.steps=12 > "$work/out.txt" 2>&1
 rc=$?
-cat "$work/out.txt"
-echo "---- exit code $rc"
-fail=0
-no() { echo "FAIL: $*"; fail=1; }
-[ $rc -eq 124 ] || [ $rc -eq 137 ] && no "the job did not end"
+. "$(dirname "$0")/ps_drill_checks.sh"
+job_ended "$work" $rc
 grep -qF "the spare at world rank 4 takes the place of worker 1 (world rank 1, lost) after step 4" "$work/out.txt" ||
   no "spare 4 did not replace worker 1 at step 4"
 grep -qF "the spare at world rank 5 takes the place of worker 1 (world rank 4, lost) after step 8" "$work/out.txt" ||
@@ -48,16 +45,9 @@ want = {1: 1, 2: 1, 5: 4, 6: 4, 9: 5, 10: 5, 11: 5, 12: 5}
 assert by_step == want, f"worker 1's answered pushes (step: world rank) {by_step}, expected {want}"
 print("worker 1's pushes by step and world rank:", by_step)
 PY
-"$tessera" checkpoint inspect "$work/run" > "$work/inspect.txt" 2>&1 || no "checkpoint inspect failed"
-cat "$work/inspect.txt"
-grep -qF "step 12, saved by 4 ranks" "$work/inspect.txt" || no "the last checkpoint is not step 12 saved by the 4 live ranks"
+checkpoint_complete "$work" 4
 grep -qF 'loader={"epoch":0,"index":72}' "$work/inspect.txt" || no "the data position is not that of 12 steps of 3 workers"
-"$tessera" checkpoint fingerprint "$work/run" > "$work/fingerprint.txt" 2>&1 || { cat "$work/fingerprint.txt"; no "checkpoint 12's fingerprints do not match"; }
 train -- train.steps=16 --resume > "$work/resume.txt" 2>&1
-rc=$?
-cat "$work/resume.txt"
-[ $rc -eq 0 ] || no "the resume on the whole job failed (exit code $rc)"
-grep -qF "resuming from $work/run/checkpoints/step_00000012 (step 12)" "$work/resume.txt" || no "the resume did not start from checkpoint 12"
-grep -q '"step":16,' "$work/run/metrics.jsonl" || no "the resumed run did not reach step 16"
+resumed_to_16 "$work" $?
 [ $fail -eq 0 ] && echo "PASS: two spares took worker 1's place in turn; the servers ran on; checkpoint 12 is complete and resumes"
 exit $fail
