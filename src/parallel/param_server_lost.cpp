@@ -88,12 +88,7 @@ ReleasedWorker ParamServer::release(int w, const char* what) {
   return r;
 }
 
-std::vector<int> ParamServer::lost_workers() const {
-  std::vector<int> out;
-  for (int r = 0; r < kMaxLosableWorkers; ++r)
-    if (agreed_lost_ >> r & 1) out.push_back(r);
-  return out;
-}
+std::vector<int> ParamServer::lost_workers() const { return lost_ranks(agreed_lost_); }
 
 bool ParamServer::meets_at(int64_t step) const {
   if (o_.consistency == PsConsistency::sync) return false;  // every step is a meeting

@@ -112,6 +112,13 @@ struct ReplyHeader {
 static_assert(sizeof(PushHeader) == 4 * sizeof(int64_t) && sizeof(ReplyHeader) == 6 * sizeof(int64_t));
 // World ranks a lost set can name (ReplyHeader::lost); beyond, a dropped worker ends the run.
 inline constexpr int kMaxLosableWorkers = 64;
+// The world ranks of a lost set, ascending.
+inline std::vector<int> lost_ranks(uint64_t lost) {
+  std::vector<int> out;
+  for (int r = 0; r < kMaxLosableWorkers; ++r)
+    if (lost >> r & 1) out.push_back(r);
+  return out;
+}
 
 // Collective over `world`: one link communicator per worker ({worker w, servers 0..S-1}), then one
 // per spare. A worker or spare gets a vector with only its own link non-null; a server gets all W + K.

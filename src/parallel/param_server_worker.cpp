@@ -187,11 +187,7 @@ int ParamServerWorker::agreed_stop_signal() const {
 }
 
 std::vector<int> ParamServerWorker::lost_workers() const {
-  std::vector<int> out;
-  const uint64_t lost = reply_.front().lost;  // the servers agreed: all equal
-  for (int r = 0; r < kMaxLosableWorkers; ++r)
-    if (lost >> r & 1) out.push_back(r);
-  return out;
+  return lost_ranks(reply_.front().lost);  // the servers agreed: all equal
 }
 
 Result<SpareNotice> ParamServerWorker::next_notice(const std::function<void()>& idle) {

@@ -32,6 +32,18 @@ Result<CompressionConfig> push_compression(const RunConfig& cfg) {
   return CompressionConfig{kind, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
 }
 
+// The ranks that do not evaluate once `lost` are gone: the lost, the servers and the spares still
+// standing by (the servers give the spares out in order while they last, one per lost rank), so the
+// evaluating group is the live workers and the spares in the lost ones' places.
+std::vector<int> not_evaluating(const RunConfig& cfg, const std::vector<int>& lost) {
+  const PsRoles roles = roles_of(cfg);
+  std::vector<int> out = lost;
+  for (int s = 0; s < roles.servers; ++s) out.push_back(roles.server_world_rank(s));
+  for (int k = std::min(roles.spares, static_cast<int>(lost.size())); k < roles.spares; ++k)
+    out.push_back(roles.spare_world_rank(k));
+  return out;
+}
+
 }  // namespace
 
 Result<Communicator*> grid_world(TrainingRun& run) {
@@ -92,17 +104,6 @@ void report_param_server_traffic(TrainingRun& run) {
 Communicator& checkpoint_world(TrainingRun& run) { return run.world_survivors ? *run.world_survivors : run.world; }
 Communicator& eval_group(TrainingRun& run) { return run.dp_survivors ? *run.dp_survivors : run.grid->param_replicas(); }
 
-// The ranks that evaluate once `lost` are gone: the live workers and the spares that took the lost
-// ones' places (the servers give the spares out in order while they last, one per lost rank).
-std::vector<int> not_evaluating(const RunConfig& cfg, const std::vector<int>& lost) {
-  const PsRoles roles = roles_of(cfg);
-  std::vector<int> out = lost;
-  for (int s = 0; s < roles.servers; ++s) out.push_back(roles.server_world_rank(s));
-  for (int k = std::min(roles.spares, static_cast<int>(lost.size())); k < roles.spares; ++k)
-    out.push_back(roles.spare_world_rank(k));
-  return out;
-}
-
 Status follow_lost_workers(TrainingRun& run, std::vector<int> lost) {
   const auto* worker = dynamic_cast<const ParamServerWorker*>(run.sync.get());
   if (worker && lost.empty()) lost = worker->lost_workers();
@@ -148,11 +149,8 @@ Result<bool> stand_by_as_spare(TrainingRun& run) {
                           run.heartbeat.beat("standby", run.state.step);
                         }));
     run.state.step = n.step;
-    std::vector<int> lost;
-    for (int r = 0; r < kMaxLosableWorkers; ++r)
-      if (n.lost >> r & 1) lost.push_back(r);
     if (n.replaces >= 0) spare->set_standby(false);  // evaluates from this step on (follow_lost_workers)
-    TS_RETURN_IF_ERROR(follow_lost_workers(run, lost));
+    TS_RETURN_IF_ERROR(follow_lost_workers(run, lost_ranks(n.lost)));
     if (n.replaces >= 0) {
       TS_RETURN_IF_ERROR(take_worker_place(run, static_cast<int>(n.replaces), n.step));
       TS_RETURN_IF_ERROR(spare->broadcast_parameters());  // the servers' answer: their current parameters
