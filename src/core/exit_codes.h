@@ -12,7 +12,7 @@ enum class ExitCode : int {
   cpu_unsupported = 3, // the CPU lacks the build's baseline instruction set (backend/cpu_isa.cpp)
   config = 4,          // a setting is invalid: the run config, an override, a layout the job cannot run
   data = 5,            // a file is missing, damaged or cannot be written: the dataset, a checkpoint, the run directory
-  communication = 6,   // an MPI failure or timeout, a rank that died or hung (or a PS run finished without one)
+  communication = 6,   // an MPI failure or timeout, a rank that died or hung (or a PS run finished without one and no spare took its place)
   preempted = 75,      // a signal stopped the run after it saved a checkpoint: run again with --resume
 };
 

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Parameter server with spare workers (docs/fault-tolerance.md, "Spare workers"): 3 workers, 1 server
+# Parameter server with spare workers (docs/fault-tolerance.md, "Spare workers").
+# killed: 3 workers, 1 server
 # and 2 spares (ps.spare_workers = 2), async, under mpirun --enable-recovery. Worker 1 is SIGKILLed
 # at step 3: at the meeting of step 4 the spare at world rank 4 takes its place; that spare is
 # SIGKILLed at step 7 and the spare at world rank 5 takes the place at step 8. The servers are never
@@ -7,8 +8,10 @@
 # evaluation runs, the last checkpoint (step 12) is complete on the 4 live ranks with matching
 # fingerprints and the data position of 12 full steps, and it resumes on the whole job.
 # mpirun --enable-recovery exits 0 whatever the ranks return: the output is checked instead.
-#   ps_spare_worker.sh <tessera> <data_dir> <work_dir>
-tessera=$1; data=$2; work=$3
+# hang: plain mpirun, 1 spare, ssp; worker 1 hangs at step 3 and the spare takes its place at step 4;
+# the run is complete at step 8, so the job ends with exit code 0 (the abort takes the hung worker).
+#   ps_spare_worker.sh <tessera> <data_dir> <work_dir> killed|hang
+tessera=$1; data=$2; work=$3; mode=$4
 config=$(dirname "$0")/../../tests/configs/tiny.toml
 rm -rf "$work"; mkdir -p "$work"
 train() {  # mpirun options, then "--", then trainer arguments
@@ -21,10 +24,24 @@ train() {  # mpirun options, then "--", then trainer arguments
     train.checkpoint_interval=4 train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=async \
     ps.spare_workers=2 "$@"
 }
-train --enable-recovery -x TESSERA_FAULT=crash:rank=1:step=3,crash:rank=4:step=7 -- train.steps=12 > "$work/out.txt" 2>&1
-rc=$?
 . "$(dirname "$0")/ps_drill_checks.sh"
-job_ended "$work" $rc
+if [ "$mode" = hang ]; then
+  timeout -k 5 90 ${MPIEXEC:-mpiexec} --allow-run-as-root --oversubscribe -x TESSERA_FAULT=hang:rank=1:step=3 -np 5 \
+    "$tessera" train --config "$config" --quiet data.dir="$data" train.out_dir="$work/run" train.threads=1 \
+    train.micro_batch=2 train.batch_tokens=384 train.eval_interval=0 train.checkpoint_interval=4 train.steps=8 \
+    train.timeout_s=6 parallel.mode=ps parallel.dp=3 ps.consistency=ssp ps.spare_workers=1 > "$work/out.txt" 2>&1
+  rc=$?
+  job_ended "$work" $rc
+  [ $rc -eq 0 ] || no "exit code $rc, expected 0 (every lost place taken, the run complete)"
+  grep -qF "the spare at world rank 4 takes the place of worker 1 (world rank 1, lost) after step 4" "$work/out.txt" ||
+    no "the spare did not replace worker 1 at step 4"
+  grep -qF "the run finished with every worker" "$work/out.txt" || no "no final report of the replacement"
+  grep -q '"worker": 1, "step": 8,.*"world_rank": 4' "$work/run/ps_server0.jsonl" || no "the spare was not answered at step 8"
+  [ $fail -eq 0 ] && echo "PASS: the spare took the hung worker 1's place; the job ended with 0"
+  exit $fail
+fi
+train --enable-recovery -x TESSERA_FAULT=crash:rank=1:step=3,crash:rank=4:step=7 -- train.steps=12 > "$work/out.txt" 2>&1
+job_ended "$work" $?
 grep -qF "the spare at world rank 4 takes the place of worker 1 (world rank 1, lost) after step 4" "$work/out.txt" ||
   no "spare 4 did not replace worker 1 at step 4"
 grep -qF "the spare at world rank 5 takes the place of worker 1 (world rank 4, lost) after step 8" "$work/out.txt" ||
