@@ -115,7 +115,7 @@ int run_train(const TrainArgs& a) {
     // with it. (Under --enable-recovery mpirun exits 0 whatever a rank returns: read the report.)
     // With spares in every lost place and no preemption the run is complete: the abort carries 0.
     world.value()->abandon();
-    const bool complete = summary->spares_used == static_cast<int>(summary->lost_workers.size()) && summary->stop_signal == 0;
+    const bool complete = summary->every_lost_worker_replaced() && summary->stop_signal == 0;
     const int code = exit_code(complete ? ExitCode::ok : ExitCode::communication);
     if (!summary->lost_report.empty()) {
       std::fprintf(stderr, "warning: %s (the job ends with exit code %d through MPI_Abort: MPI cannot finalize a job that lost a rank)\n",

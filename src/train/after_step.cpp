@@ -345,7 +345,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
     if (checkpoint_world(run).rank() == 0) {
       std::string names;
       for (int r : s.lost_workers) names += (names.empty() ? "" : ", ") + std::to_string(r);
-      const bool all_replaced = s.spares_used == static_cast<int>(s.lost_workers.size());
+      const bool all_replaced = s.every_lost_worker_replaced();
       s.lost_report = (all_replaced ? "the run finished with every worker: spare(s) took the place(s) of the "
                                       "parameter-server worker(s) at world rank " + names + ", lost during it"
                                     : "the run finished without the parameter-server worker(s) at world rank " + names +

@@ -15,6 +15,7 @@
 #include "optim/lr_schedule.h"
 #include "observe/progress.h"
 #include "train/preemption.h"
+#include "train/run_data.h"
 #include "train/training_run.h"
 
 namespace tessera {
@@ -32,15 +33,17 @@ Result<CompressionConfig> push_compression(const RunConfig& cfg) {
   return CompressionConfig{kind, cfg.comm.topk_ratio, cfg.comm.powersgd_rank};
 }
 
+// Spares that have taken places once `lost` are gone: the servers give them out in order while they
+// last, one per lost rank (ParamServer::plan_replacements).
+int spares_taken(const PsRoles& roles, size_t lost) { return std::min(roles.spares, static_cast<int>(lost)); }
+
 // The ranks that do not evaluate once `lost` are gone: the lost, the servers and the spares still
-// standing by (the servers give the spares out in order while they last, one per lost rank), so the
-// evaluating group is the live workers and the spares in the lost ones' places.
+// standing by; the evaluating group is the live workers and the spares in the lost ones' places.
 std::vector<int> not_evaluating(const RunConfig& cfg, const std::vector<int>& lost) {
   const PsRoles roles = roles_of(cfg);
   std::vector<int> out = lost;
   for (int s = 0; s < roles.servers; ++s) out.push_back(roles.server_world_rank(s));
-  for (int k = std::min(roles.spares, static_cast<int>(lost.size())); k < roles.spares; ++k)
-    out.push_back(roles.spare_world_rank(k));
+  for (int k = spares_taken(roles, lost.size()); k < roles.spares; ++k) out.push_back(roles.spare_world_rank(k));
   return out;
 }
 
@@ -124,11 +127,10 @@ Status follow_lost_workers(TrainingRun& run, std::vector<int> lost) {
   }
   const PsRoles roles = roles_of(run.cfg);
   std::string spares;  // the spares taking places at this loss (the servers' order)
-  for (int k = std::min(roles.spares, static_cast<int>(run.summary.lost_workers.size()));
-       k < std::min(roles.spares, static_cast<int>(lost.size())); ++k)
+  for (int k = spares_taken(roles, run.summary.lost_workers.size()); k < spares_taken(roles, lost.size()); ++k)
     spares += (spares.empty() ? "" : ", ") + std::to_string(roles.spare_world_rank(k));
   run.summary.lost_workers = lost;
-  run.summary.spares_used = std::min(roles.spares, static_cast<int>(lost.size()));
+  run.summary.spares_used = spares_taken(roles, lost.size());
   if (run.world_survivors->rank() == 0)
     log_warn("lost worker(s) at world rank " + names + " after step " + std::to_string(run.state.step) +
              (spares.empty() ? ": the parameter servers go on; checkpoints, evaluations and the end of the run continue with the " +

@@ -52,6 +52,7 @@ struct TrainSummary {
   // finish it; see ps_training.h).
   std::vector<int> lost_workers;
   int spares_used = 0;  // of ps.spare_workers: the spares that took lost workers' places
+  bool every_lost_worker_replaced() const { return spares_used == static_cast<int>(lost_workers.size()); }
   std::string lost_report;           // on the survivors' first rank only: what to tell the user
 };
 

@@ -139,11 +139,6 @@ struct TrainingRun {
 Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Communicator& world,
                                                      const TrainerOptions& opts);
 
-// A spare parameter-server worker taking the place of `worker` after `step` (ps_training.h,
-// stand_by_as_spare): its loaders read that worker's data slice from there (the run's start position
-// advanced by the steps since), and its clock and summary start at that step.
-Status take_worker_place(TrainingRun& run, int worker, int64_t step);
-
 // Snapshot of the counters a step's timing reads, taken before the step.
 struct StepStart {
   double t0, loader_wait, exposed_wait, cp_exposed, ep_exchange;
