@@ -194,7 +194,7 @@ Result<SpareNotice> ParamServerWorker::next_notice(const std::function<void()>& 
   Work notice = link_.recv_async(&notice_, sizeof(SpareNotice), DType::u8, 1, kSpareNoticeTag);
   while (!notice.test()) {
     if (idle) idle();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // notices are rare; a spare may share a core
   }
   const Status st = notice.wait();
   if (!st.ok()) return Status(st.code(), "spare worker: the notice from " + server_name(0) + " failed: " + st.message());
