@@ -5,7 +5,7 @@ Usage: tools/check_layers.py [SRC_DIR]      (default: the repository's src/)
 
 Each folder of src/ is one layer and one CMake library (tessera_<folder>; cli is the `tessera`
 executable). The checker
-  1. scans src/**/*.h and src/**/*.cpp for `#include "..."` and reports every include of a layer
+  1. scans src/**/*.h, *.cpp and *.cu for `#include "..."` and reports every include of a layer
      that ALLOWED (below) does not permit;
   2. parses target_link_libraries(...) of the layer's target in src/<layer>/CMakeLists.txt and
      requires the tessera_* libraries it links to be exactly the other layers its sources include
@@ -51,10 +51,11 @@ ALLOWED = {
 TARGET = {layer: f"tessera_{layer}" for layer in ALLOWED}
 TARGET["cli"] = "tessera"
 # Link items that are not layers (third-party / helper targets), matched by prefix.
+# tessera_cuda is the backend layer's CUDA half (src/backend/cuda/, built when the toolkit is found).
 IGNORED_LINK_PREFIXES = ("MPI::", "OpenMP::", "nlohmann_json::", "PkgConfig::", "tessera_dnnl",
-                         "Threads::", "GTest")
+                         "Threads::", "GTest", "CUDA::", "tessera_cuda")
 
-SOURCE_SUFFIXES = (".h", ".cpp")
+SOURCE_SUFFIXES = (".h", ".cpp", ".cu")
 INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"')
 TLL_RE = re.compile(r"\btarget_link_libraries\s*\(([^)]*)\)", re.IGNORECASE)
 KEYWORDS = {"PUBLIC", "PRIVATE", "INTERFACE", "LINK_PUBLIC", "LINK_PRIVATE", "LINK_INTERFACE_LIBRARIES",

@@ -2,6 +2,8 @@
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda_plugin.h"
+#include "core/log.h"
 
 namespace tessera {
 
@@ -13,11 +15,24 @@ Result<Device> parse_device(std::string_view name) {
   return invalid_argument("the device must be \"cpu\" or \"cuda\" (got \"" + std::string(name) + "\")");
 }
 
+std::string cuda_build_summary() {
+  if (!cuda_plugin_built()) return "CUDA off";
+  std::string why;
+  const CudaPlugin* cuda = load_cuda_plugin(&why);
+  if (!cuda) return "CUDA built, not loadable: " + why;
+  const std::string arch = std::string("CUDA on (") + cuda->architectures + ")";
+  return cuda->device_count() > 0 ? arch + "; device 0: " + cuda->device_summary(0) : arch + "; no CUDA device visible";
+}
+
 Result<std::unique_ptr<Backend>> make_backend(Device device) {
   if (device == Device::cpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>());
-  return invalid_argument(
-      "train.device = \"cuda\": this build has no CUDA backend (`tessera --version` says \"CUDA off\"; the CUDA "
-      "backend is not written yet); use train.device = \"cpu\"");
+  std::string why;
+  const CudaPlugin* cuda = load_cuda_plugin(&why);
+  if (!cuda)
+    return invalid_argument("train.device = \"cuda\": " + why + "; use train.device = \"cpu\"");
+  Backend* be = cuda->open(0, log_rank(), &why);
+  if (!be) return invalid_argument(why);
+  return std::unique_ptr<Backend>(be);
 }
 
 }  // namespace tessera

@@ -241,6 +241,10 @@ class StreamScope {
   Backend::Stream previous_;
 };
 
+// What this build has for GPUs, for --version and the start-up banner: "CUDA off", or "CUDA on
+// (sm_90); device 0: NVIDIA H200 (...)" / "...; no CUDA device visible".
+std::string cuda_build_summary();
+
 // The backend for train.device. A device this build has no backend for is an error naming what
 // the build has.
 Result<std::unique_ptr<Backend>> make_backend(Device device);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/backend.h"
 #include "backend/cpu_isa.h"
 #include "build_info.h"
 #include "cli/commands.h"
@@ -11,7 +12,7 @@ namespace tessera::cli {
 
 std::string version_text() {
   return std::string("tessera ") + TESSERA_VERSION + "\nbuild: commit " + TESSERA_BUILD_COMMIT + ", " +
-         TESSERA_BUILD_FLAGS + " with AVX2 and AVX-512 kernels, CUDA off\nCPU kernels: " + cpu_isa_summary();
+         TESSERA_BUILD_FLAGS + " with AVX2 and AVX-512 kernels, " + cuda_build_summary() + "\nCPU kernels: " + cpu_isa_summary();
 }
 
 }  // namespace tessera::cli

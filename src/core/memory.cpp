@@ -42,7 +42,7 @@ MemoryStats MemoryCounters::stats() const {
 }
 
 void Buffer::count(long long delta) {
-  account(category_, delta);
+  if (!external_) account(category_, delta);
   if (counters_) counters_->add(category_, delta);
 }
 
@@ -93,11 +93,18 @@ Buffer::Buffer(size_t bytes, MemCategory category, Residency residency, MemoryCo
   count(static_cast<long long>(counted_));
 }
 
+Buffer::Buffer(ExternalMemory& owner, void* data, size_t bytes, MemCategory category, MemoryCounters* counters)
+    : data_(data), bytes_(bytes), category_(category), counters_(counters), external_(&owner) {
+  counted_ = data_ ? bytes_ : 0;
+  count(static_cast<long long>(counted_));
+}
+
 Buffer::~Buffer() { release(); }
 
 void Buffer::release() {
   if (data_) {
-    if (paged_) munmap(data_, mapped_);
+    if (external_) external_->release(data_, bytes_);
+    else if (paged_) munmap(data_, mapped_);
     else std::free(data_);
     count(-static_cast<long long>(counted_));
   }
@@ -107,7 +114,7 @@ void Buffer::release() {
 
 Buffer::Buffer(Buffer&& o) noexcept
     : data_(o.data_), bytes_(o.bytes_), mapped_(o.mapped_), counted_(o.counted_), paged_(o.paged_),
-      category_(o.category_), counters_(o.counters_) {
+      category_(o.category_), counters_(o.counters_), external_(o.external_) {
   o.data_ = nullptr;
   o.bytes_ = o.mapped_ = o.counted_ = 0;
 }
@@ -122,6 +129,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     paged_ = o.paged_;
     category_ = o.category_;
     counters_ = o.counters_;
+    external_ = o.external_;
     o.data_ = nullptr;
     o.bytes_ = o.mapped_ = o.counted_ = 0;
   }
@@ -140,6 +148,10 @@ std::pair<size_t, size_t> whole_pages(size_t offset, size_t n) {
 void Buffer::zero_range(size_t offset, size_t n) {
   if (n == 0) return;
   char* base = static_cast<char*>(data_);
+  if (external_) {
+    external_->zero(base + offset, n);
+    return;
+  }
   if (!paged_) {
     std::memset(base + offset, 0, n);
     return;

@@ -41,6 +41,15 @@ class MemoryCounters {
 // (On a GPU the same design maps to virtual-memory reservations with physical pages mapped on demand.)
 enum class Residency { resident, paged };
 
+// Memory a backend allocates outside the host heap (a GPU's): the buffers it hands out give their
+// bytes back, and zero ranges, through it.
+class ExternalMemory {
+ public:
+  virtual ~ExternalMemory() = default;
+  virtual void release(void* data, size_t bytes) = 0;
+  virtual void zero(void* data, size_t bytes) = 0;
+};
+
 // Owning, 64-byte aligned (paged: page aligned), zero-initialised buffer.
 class Buffer {
  public:
@@ -48,6 +57,9 @@ class Buffer {
   // counters: also counted there (the backend that allocated it); it must outlive the buffer.
   Buffer(size_t bytes, MemCategory category, Residency residency = Residency::resident,
          MemoryCounters* counters = nullptr);
+  // Takes `data` (bytes of `owner`'s memory, already zeroed): counted in `counters` only (not in the
+  // process-wide host counters), given back through `owner`, which must outlive the buffer.
+  Buffer(ExternalMemory& owner, void* data, size_t bytes, MemCategory category, MemoryCounters* counters);
   ~Buffer();
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -82,6 +94,7 @@ class Buffer {
   bool paged_ = false;
   MemCategory category_ = MemCategory::other;
   MemoryCounters* counters_ = nullptr;
+  ExternalMemory* external_ = nullptr;  // not host memory: released and zeroed through it
 };
 
 }  // namespace tessera

@@ -300,7 +300,8 @@ class Transformer {
   }
   IdentityTensorParallelHooks identity_tp_;
   TensorParallelHooks* tp_ = &identity_tp_;
-  const int32_t* last_tokens_ = nullptr;
+  const int32_t* last_tokens_ = nullptr;  // the backend's copy (the caller's array on the CPU)
+  const int32_t* batch_on_device(Buffer& copy, const int32_t* host, int64_t n);
   std::vector<MoeLayerLoad> moe_load_;  // one per owned MoE layer, in layer order
 };
 

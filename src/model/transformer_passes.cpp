@@ -152,13 +152,26 @@ float Transformer::forward(const int32_t* tokens, const int32_t* targets) {
   return static_cast<float>(loss);  // exact: 0 + the f32 mean
 }
 
-void Transformer::forward(const int32_t* tokens, const int32_t* targets, double* loss_sum) {
+// The batch crosses the host/device line here (tokens in): a device backend's ops read its own
+// copy; the CPU's read the caller's array.
+const int32_t* Transformer::batch_on_device(Buffer& copy, const int32_t* host, int64_t n) {
+  if (host == nullptr || be_.device() == Device::cpu) return host;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
+  if (copy.bytes() < bytes) copy = be_.allocate(bytes, MemCategory::activations);
+  be_.copy_to_device(copy.data(), host, bytes);
+  return copy.as<int32_t>();
+}
+
+void Transformer::forward(const int32_t* host_tokens, const int32_t* targets, double* loss_sum) {
   const ModelConfig& c = cfg_;
   const Dims d = dims();
   const int64_t B = d.B, N = d.N, C = d.C, V = d.V, NS = d.NS, R0 = d.R0;
   const bool llama = d.llama;
   const Weights& w = *w_;
   Acts& a = *acts_;
+  const int32_t* tokens = is_first_stage() ? batch_on_device(a.tokens_on_device, host_tokens, N) : host_tokens;
+  const int32_t* device_targets =
+      targets && is_last_stage() ? batch_on_device(a.targets_on_device, targets, N) : targets;
   OpProfile& prof = profile_;
   check_tp_hooks();
   // A row-parallel linear's bias is replicated: added by rank 0 only, so the reduction adds it once.
@@ -237,7 +250,7 @@ void Transformer::forward(const int32_t* tokens, const int32_t* targets, double*
     tp.cross_entropy_max({TpPoint::loss, L, nullptr, N, 1});
     tp.cross_entropy_sum({TpPoint::loss, L, nullptr, N, 2});
     profiled(prof, OpGroup::loss, [&] {
-      be_.softmax_crossentropy(a.losses.as<float>(), logits, targets, N, c.vocab_size, dscale);
+      be_.softmax_crossentropy(a.losses.as<float>(), logits, device_targets, N, c.vocab_size, dscale);
     });
   } else {
     // Vocabulary-parallel: global row max, then global [sum exp, target logit], then the local dlogits.
@@ -245,10 +258,10 @@ void Transformer::forward(const int32_t* tokens, const int32_t* targets, double*
     const int64_t lo = vocab_lo_, real = vocab_valid_;
     profiled(prof, OpGroup::loss, [&] { be_.crossentropy_rowmax(mx, logits, N, V, real); });
     tp.cross_entropy_max({TpPoint::loss, L, mx, N, 1});
-    profiled(prof, OpGroup::loss, [&] { be_.crossentropy_sumexp_target(stats, logits, mx, targets, N, V, real, lo); });
+    profiled(prof, OpGroup::loss, [&] { be_.crossentropy_sumexp_target(stats, logits, mx, device_targets, N, V, real, lo); });
     tp.cross_entropy_sum({TpPoint::loss, L, stats, N, 2});
     profiled(prof, OpGroup::loss, [&] {
-      be_.crossentropy_finish(a.losses.as<float>(), logits, stats, mx, targets, N, V, real, lo, dscale);
+      be_.crossentropy_finish(a.losses.as<float>(), logits, stats, mx, device_targets, N, V, real, lo, dscale);
     });
   }
   a.have_dlogits = true;

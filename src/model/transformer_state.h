@@ -82,6 +82,9 @@ struct Transformer::Acts {
   Buffer logits;                   // (N, V); holds dlogits after a forward with targets
   Buffer losses;                   // (N)
   Buffer loss_scratch;             // one double: forward()'s loss before it crosses to the host
+  // A device backend's copies of the batch's tokens and targets (N int32 each; unused on the CPU,
+  // whose ops read the caller's host arrays).
+  Buffer tokens_on_device, targets_on_device;
   Buffer ce_max, ce_stats;         // (N) (N, 2) row statistics of the vocabulary-parallel loss (tp > 1)
   // Backward scratch, shared by all layers.
   Buffer dresidual;                // (N, C) gradient of the residual stream

@@ -291,6 +291,7 @@ void print_banner(const TrainingRun& run) {
               (long long)cfg.train.steps,
               run.opts.resume ? (", resuming after step " + std::to_string(run.state.step)).c_str() : "");
   std::printf("tessera: CPU kernels %s\n", cpu_isa_summary().c_str());
+  if (run.backend->device() == Device::cuda) std::printf("tessera: device %s\n", cuda_build_summary().c_str());
   const GridShape& g = run.layout.grid;
   if (g.tp > 1 || g.pp > 1 || g.cp > 1 || g.ep > 1) std::printf("tessera: layout %s\n", run.layout.describe().c_str());
   std::fflush(stdout);

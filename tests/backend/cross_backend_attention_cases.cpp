@@ -55,7 +55,7 @@ void case_attention_block_forward(Backend& be, OpRun& r) {
   r.tol = kKernelTol;
   const int64_t Tk = kAT + 2, kv_stride = 2 * kNKV * kHS;
   auto q = r.rand(kAB * kAT * kQKV, -2.f, 2.f), kv = r.rand(kAB * Tk * kv_stride, -2.f, 2.f);
-  std::vector<float> out(kAB * kAT * kNH * kHS, 0.f), lse(kAB * kNH * kAT, -std::numeric_limits<float>::infinity());
+  Vec<float> out(kAB * kAT * kNH * kHS, 0.f), lse(kAB * kNH * kAT, -std::numeric_limits<float>::infinity());
   const float* k = kv.data();
   const float* v = kv.data() + kNKV * kHS;
   be.attention_block_forward(out.data(), lse.data(), q.data(), kQKV, k, v, kv_stride, kAB, kAT, Tk, kNH, kNKV, kHS,
@@ -74,7 +74,7 @@ void case_attention_block_delta(Backend& be, OpRun& r) {
 void case_attention_block_backward(Backend& be, OpRun& r) {
   r.tol = kKernelTol;
   auto qkv = r.rand(kAB * kAT * kQKV, -2.f, 2.f), dout = r.rand(kAB * kAT * kNH * kHS), dqkv = r.rand(kAB * kAT * kQKV);
-  std::vector<float> out(kAB * kAT * kNH * kHS), lse(kAB * kNH * kAT), delta(kAB * kNH * kAT);
+  Vec<float> out(kAB * kAT * kNH * kHS), lse(kAB * kNH * kAT), delta(kAB * kNH * kAT);
   be.attention_forward(out.data(), lse.data(), qkv.data(), kAB, kAT, kNH, kNKV, kHS);
   be.attention_block_delta(delta.data(), dout.data(), out.data(), kAB, kAT, kNH, kHS);
   const float* q = qkv.data();

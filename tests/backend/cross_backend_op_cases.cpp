@@ -174,7 +174,7 @@ void case_swiglu_backward(Backend& be, OpRun& r) {
 
 // ---- cross-entropy (whole vocabulary and split) ----
 constexpr int64_t kCN = 6, kCV = 37, kVl = 12, kValid = 10, kLo = 12;
-std::vector<int32_t> ce_targets(OpRun& r, int32_t V) {
+Vec<int32_t> ce_targets(OpRun& r, int32_t V) {
   auto t = r.ints(kCN, 0, V);
   t[2] = -1;  // an ignored row
   return t;
@@ -277,17 +277,17 @@ void case_sub(Backend& be, OpRun& r) {
 void case_cast_f32_to_bf16(Backend& be, OpRun& r) {
   auto x = r.rand(1001, -1e4f, 1e4f);
   x[3] = std::nanf("");
-  std::vector<uint16_t> h(1001);
+  Vec<uint16_t> h(1001);
   be.cast_f32_to_bf16(h.data(), x.data(), 1001);
   be.cast_f32_to_bf16(reinterpret_cast<uint16_t*>(x.data()), x.data(), 1001);  // in place
-  r.out(h);
-  r.out(std::vector<uint16_t>(reinterpret_cast<uint16_t*>(x.data()), reinterpret_cast<uint16_t*>(x.data()) + 1001));
+  r.out(h);  // waits for the backend
+  r.out(Vec<uint16_t>(reinterpret_cast<uint16_t*>(x.data()), reinterpret_cast<uint16_t*>(x.data()) + 1001));
 }
 void case_cast_bf16_to_f32(Backend& be, OpRun& r) {
   auto x = r.rand(1001, -1e4f, 1e4f);
-  std::vector<uint16_t> h(1001);
+  Vec<uint16_t> h(1001);
   for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(x[i]);
-  std::vector<float> out(1001), inplace(1001);
+  Vec<float> out(1001), inplace(1001);
   std::copy(h.begin(), h.end(), reinterpret_cast<uint16_t*>(inplace.data()));
   be.cast_bf16_to_f32(out.data(), h.data(), 1001);
   be.cast_bf16_to_f32(inplace.data(), reinterpret_cast<const uint16_t*>(inplace.data()), 1001);  // in place
@@ -296,7 +296,7 @@ void case_cast_bf16_to_f32(Backend& be, OpRun& r) {
 }
 void case_sub_bf16(Backend& be, OpRun& r) {
   auto x = r.rand(1001), out = r.rand(1001);
-  std::vector<uint16_t> h(1001);
+  Vec<uint16_t> h(1001);
   for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(x[i] * 0.9f);
   be.sub_bf16(out.data(), x.data(), h.data(), 1001);
   be.sub_bf16(x.data(), x.data(), h.data(), 1001);  // in place
@@ -305,7 +305,7 @@ void case_sub_bf16(Backend& be, OpRun& r) {
 }
 void case_accumulate_bf16(Backend& be, OpRun& r) {
   auto out = r.rand(1001), x = r.rand(1001);
-  std::vector<uint16_t> h(1001);
+  Vec<uint16_t> h(1001);
   for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(x[i]);
   be.accumulate_bf16(out.data(), 0.5f, h.data(), 1001);
   r.out(out);
@@ -334,14 +334,14 @@ void case_nonzero_rows(Backend& be, OpRun& r) {
   const int64_t rows = 31, cols = 9;
   auto x = r.rand(rows * cols);
   for (int64_t row : {0, 4, 5, 30}) std::fill_n(x.begin() + row * cols, cols, row == 5 ? -0.f : 0.f);
-  std::vector<int32_t> mask(rows, 7);
+  Vec<int32_t> mask(rows, 7);
   be.nonzero_rows(mask.data(), x.data(), rows, cols);
   r.out(mask);
 }
 void case_gather_rows(Backend& be, OpRun& r) {
   const int64_t rows = 31, cols = 9;
   auto x = r.rand(rows * cols), out = r.rand(5 * cols);
-  const std::vector<int64_t> idx = {0, 3, 4, 17, 30};  // ascending: also packs in place
+  const Vec<int64_t> idx = {0, 3, 4, 17, 30};  // ascending: also packs in place
   be.gather_rows(out.data(), x.data(), idx.data(), 5, cols);
   be.gather_rows(x.data(), x.data(), idx.data(), 5, cols);
   r.out(out);
@@ -350,7 +350,7 @@ void case_gather_rows(Backend& be, OpRun& r) {
 void case_scatter_add_rows(Backend& be, OpRun& r) {
   const int64_t rows = 31, cols = 9;
   auto out = r.rand(rows * cols), x = r.rand(5 * cols);
-  const std::vector<int64_t> idx = {1, 2, 8, 20, 29};
+  const Vec<int64_t> idx = {1, 2, 8, 20, 29};
   be.scatter_add_rows(out.data(), idx.data(), x.data(), 5, cols);
   r.out(out);
 }
@@ -364,8 +364,8 @@ void case_moe_router_forward(Backend& be, OpRun& r) {
   r.tol = kKernelTol;
   auto logits = r.rand(N * E, -2.f, 2.f);
   logits[3 * E + 1] = logits[3 * E + 4];  // a tie: the lower expert index wins
-  std::vector<float> probs(N * E), lse(N), w(N * K);
-  std::vector<int32_t> idx(N * K);
+  Vec<float> probs(N * E), lse(N), w(N * K);
+  Vec<int32_t> idx(N * K);
   be.moe_router_forward(probs.data(), lse.data(), idx.data(), w.data(), logits.data(), N, E, K);
   r.out(probs); r.out(lse); r.out(idx); r.out(w);
 }
@@ -374,15 +374,15 @@ void case_moe_dispatch_plan(Backend& be, OpRun& r) {
   auto idx = r.ints(N * K, 0, E);
   for (int64_t n = 0; n < N; ++n)
     if (idx[n * K] == idx[n * K + 1]) idx[n * K + 1] = (idx[n * K] + 1) % E;
-  std::vector<int64_t> slot_token(N * K, -7);
-  std::vector<int32_t> slot_of(N * K), counts(E), routed(E);
+  Vec<int64_t> slot_token(N * K, -7);
+  Vec<int32_t> slot_of(N * K), counts(E), routed(E);
   be.moe_dispatch_plan(slot_token.data(), slot_of.data(), counts.data(), routed.data(), idx.data(), N, E, K, 4);
   r.out(slot_token); r.out(slot_of); r.out(counts); r.out(routed);
 }
 void case_moe_combine_forward(Backend& be, OpRun& r) {
   using namespace moe;
   auto y = r.rand(N * K * C), w = r.rand(N * K, 0.f, 1.f), out = r.rand(N * C);
-  std::vector<int32_t> slot_of(N * K);
+  Vec<int32_t> slot_of(N * K);
   for (int64_t i = 0; i < N * K; ++i) slot_of[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7) % (N * K));
   be.moe_combine_forward(out.data(), y.data(), slot_of.data(), w.data(), N, K, C);
   r.out(out);
@@ -392,7 +392,7 @@ void case_moe_combine_backward(Backend& be, OpRun& r) {
   r.tol = kKernelTol;
   auto y = r.rand(N * K * C), w = r.rand(N * K, 0.f, 1.f), dout = r.rand(N * C), dy = r.rand(N * K * C),
        dw = r.rand(N * K);
-  std::vector<int32_t> slot_of(N * K);
+  Vec<int32_t> slot_of(N * K);
   for (int64_t i = 0; i < N * K; ++i) slot_of[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7) % (N * K));
   be.moe_combine_backward(dy.data(), dw.data(), dout.data(), y.data(), slot_of.data(), w.data(), N, K, C);
   r.out(dy); r.out(dw);
@@ -402,7 +402,7 @@ void case_moe_router_stats(Backend& be, OpRun& r) {
   r.tol = kKernelTol;
   auto probs = r.rand(N * E, 0.f, 1.f), lse = r.rand(N, -1.f, 3.f);
   auto routed = r.ints(E, 0, 2 * N);
-  std::vector<float> stats(3);
+  Vec<float> stats(3);
   be.moe_router_stats(stats.data(), probs.data(), lse.data(), routed.data(), N, E);
   r.out(stats);
 }
@@ -410,8 +410,8 @@ void case_moe_router_backward(Backend& be, OpRun& r) {
   using namespace moe;
   r.tol = kKernelTol;
   auto logits = r.rand(N * E, -2.f, 2.f), dw = r.rand(N * K), dl = r.rand(N * E);
-  std::vector<float> probs(N * E), lse(N), w(N * K);
-  std::vector<int32_t> idx(N * K);
+  Vec<float> probs(N * E), lse(N), w(N * K);
+  Vec<int32_t> idx(N * K);
   be.moe_router_forward(probs.data(), lse.data(), idx.data(), w.data(), logits.data(), N, E, K);
   auto routed = r.ints(E, 0, 2 * N);
   be.moe_router_backward(dl.data(), dw.data(), probs.data(), lse.data(), idx.data(), w.data(), routed.data(), N, E, K,
@@ -423,7 +423,7 @@ void case_moe_router_backward(Backend& be, OpRun& r) {
 void case_topk_select(Backend& be, OpRun& r) {
   auto m = r.rand(300);
   m[7] = -m[3];  // a tie of magnitudes: broken by index
-  std::vector<int32_t> idx(17, -1), scratch(300);
+  Vec<int32_t> idx(17, -1), scratch(300);
   be.topk_select(idx.data(), scratch.data(), m.data(), 300, 17);
   r.out(idx);
 }
@@ -432,8 +432,8 @@ void case_onebit_compress(Backend& be, OpRun& r) {
   auto m = r.rand(n), residual = r.rand(n);
   m[5] = 0.f;
   m[6] = -0.f;  // the sign bit of zeros: "not below zero" is positive
-  std::vector<float> scales(5, 7.f);
-  std::vector<uint32_t> words(10, 0xFFFFFFFFu);  // cleared by the op
+  Vec<float> scales(5, 7.f);
+  Vec<uint32_t> words(10, 0xFFFFFFFFu);  // cleared by the op
   be.onebit_compress(scales.data(), words.data(), residual.data(), m.data(), n, chunk);
   r.out(scales);
   r.out(words);
@@ -444,7 +444,7 @@ void case_onebit_compress(Backend& be, OpRun& r) {
 void case_onebit_accumulate(Backend& be, OpRun& r) {
   const int64_t n = 300, chunk = 64;
   auto out = r.rand(n), scales = r.rand(5, 0.f, 1.f);
-  std::vector<uint32_t> words(10);
+  Vec<uint32_t> words(10);
   for (uint32_t& w : words) w = r.rng.next_u32();
   be.onebit_accumulate(out.data(), 0.5f, scales.data(), words.data(), n, chunk);
   r.out(out);
@@ -466,15 +466,15 @@ void case_outer_sgd_update(Backend& be, OpRun& r) {
   }
 }
 void case_fill_f64(Backend& be, OpRun& r) {
-  std::vector<double> x(17, 3.0);
+  Vec<double> x(17, 3.0);
   be.fill_f64(x.data() + 1, 15, -0.5);
   r.out(x);
 }
 void case_accumulate_mean_loss(Backend& be, OpRun& r) {
   auto losses = r.rand(129, 0.f, 8.f);
-  double sum = 1.25;
-  be.accumulate_mean_loss(&sum, losses.data(), 129, 120);
-  be.accumulate_mean_loss(&sum, losses.data(), 129, 0);  // no valid row adds 0
+  Vec<double> sum(1, 1.25);
+  be.accumulate_mean_loss(sum.data(), losses.data(), 129, 120);
+  be.accumulate_mean_loss(sum.data(), losses.data(), 129, 0);  // no valid row adds 0
   r.out(sum);
 }
 

@@ -2,6 +2,7 @@
 // TESSERA_BACKEND_OPS, each running its op on deterministic inputs and reporting the outputs.
 #pragma once
 #include <cstdint>
+#include <memory_resource>
 #include <span>
 #include <vector>
 
@@ -10,25 +11,37 @@
 
 namespace tessera {
 
+// The cases' buffers are std::pmr vectors from the default memory resource, which the test sets to
+// memory the backend under test can reach while a case runs (host memory for the CPU, pinned host
+// memory for a GPU), so one case body serves every backend: inputs are written and outputs read on
+// the host, after the backend has finished (sync).
+template <class T>
+using Vec = std::pmr::vector<T>;
+
 // One run of a case: deterministic inputs (the same sequence for every backend) and the outputs
 // the case reports, widened to double for the comparison.
 struct OpRun {
   Rng rng{0xBACC0DEull};
   double tol = 0;  // allowed |oracle - candidate| per output, relative to max(1, its largest |oracle|)
   std::vector<std::vector<double>> outputs;
+  Backend* be = nullptr;  // the backend the case runs on: waited for before the host reads
 
-  std::vector<float> rand(int64_t n, float lo = -1.f, float hi = 1.f) {
-    std::vector<float> v(static_cast<size_t>(n));
+  void sync() {
+    if (be) be->synchronize();
+  }
+  Vec<float> rand(int64_t n, float lo = -1.f, float hi = 1.f) {
+    Vec<float> v(static_cast<size_t>(n));
     for (float& x : v) x = lo + (hi - lo) * rng.uniform();
     return v;
   }
-  std::vector<int32_t> ints(int64_t n, int32_t lo, int32_t hi) {  // in [lo, hi)
-    std::vector<int32_t> v(static_cast<size_t>(n));
+  Vec<int32_t> ints(int64_t n, int32_t lo, int32_t hi) {  // in [lo, hi)
+    Vec<int32_t> v(static_cast<size_t>(n));
     for (int32_t& x : v) x = lo + static_cast<int32_t>(rng.next_u32() % static_cast<uint32_t>(hi - lo));
     return v;
   }
   template <class T>
-  void out(const std::vector<T>& v) {
+  void out(const Vec<T>& v) {
+    sync();
     outputs.emplace_back(v.begin(), v.end());
   }
   void out(double x) { outputs.push_back({x}); }

@@ -2,8 +2,8 @@
 // level), in the spirit of ggml's test-backend-ops. The cases are tied to the op list: each op of
 // TESSERA_BACKEND_OPS needs a case_<op> function (cross_backend_op_cases.cpp), so a new op without a case does not link.
 //
-// What it proves depends on the build and the machine. A CUDA build would register its backend in
-// candidate_backends() and be compared op by op. On a CPU-only build the candidates are the CpuBackend
+// What it proves depends on the build and the machine. In a CUDA build on a machine with a GPU the
+// CudaBackend is compared op by op (without a GPU that test reports itself skipped). The CPU candidates are the CpuBackend
 // at each kernel level this CPU runs (avx512 where the CPU has it: the other compiled copy of every
 // kernel in backend/cpu/kernel_table.h). oneDNN's matmuls and the element-wise ops have one
 // implementation per process, so for them, and for everything on an AVX2-only CPU (where the only
@@ -26,12 +26,14 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "cross_backend_op_cases.h"
+#include "backend/cuda_plugin.h"
+#include "reachable_memory.h"
 
 namespace tessera {
 namespace {
 
-// The backends to hold against the oracle. A device backend built into this binary goes here too.
-std::vector<std::pair<std::string, std::unique_ptr<Backend>>> candidate_backends() {
+// The CPU levels to hold against the oracle.
+std::vector<std::pair<std::string, std::unique_ptr<Backend>>> cpu_candidates() {
   std::vector<std::pair<std::string, std::unique_ptr<Backend>>> out;
   const CpuFeatures cpu = detect_cpu_features();
   for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512})  // avx512_bf16 runs the avx512 kernels
@@ -40,9 +42,13 @@ std::vector<std::pair<std::string, std::unique_ptr<Backend>>> candidate_backends
   return out;
 }
 
+// Runs a case on `be`, its buffers in memory `be` reaches.
 OpRun run_case(const NamedCase& c, Backend& be) {
+  const DefaultMemoryScope memory(reachable_memory(be));
   OpRun r;
+  r.be = &be;
   c.run(be, r);
+  be.synchronize();
   return r;
 }
 
@@ -116,14 +122,29 @@ TEST(CrossBackendOps, EveryOpIsDeterministicOnTheOracle) {
   }
 }
 
-TEST(CrossBackendOps, EveryOpOfEveryBackendMatchesTheCpuOracle) {
+void expect_every_op_matches(const std::string& name, Backend& be) {
   CpuBackend oracle(CpuIsa::avx2);
-  const auto candidates = candidate_backends();
+  std::printf("[ backend  ] %s against cpu@avx2\n", name.c_str());
+  for (const NamedCase& c : op_cases()) EXPECT_EQ(mismatch(run_case(c, oracle), run_case(c, be)), "") << name << " " << c.op;
+}
+
+TEST(CrossBackendOps, EveryOpOfEveryCpuLevelMatchesTheCpuOracle) {
+  const auto candidates = cpu_candidates();
   ASSERT_FALSE(candidates.empty());
-  for (const auto& [name, be] : candidates) {
-    std::printf("[ backend  ] %s against cpu@avx2\n", name.c_str());
-    for (const NamedCase& c : op_cases()) EXPECT_EQ(mismatch(run_case(c, oracle), run_case(c, *be)), "") << name << " " << c.op;
-  }
+  for (const auto& [name, be] : candidates) expect_every_op_matches(name, *be);
+}
+
+TEST(CrossBackendOps, EveryOpOfTheCudaBackendMatchesTheCpuOracle) {
+  std::string why;
+  const CudaPlugin* cuda = load_cuda_plugin(&why);
+  if (!cuda) GTEST_SKIP() << why;
+  if (cuda->device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA backend is built but not run";
+  const std::unique_ptr<Backend> be(cuda->open(0, 0, &why));
+  ASSERT_TRUE(be) << why;
+  expect_every_op_matches("cuda:0 " + cuda->device_summary(0), *be);
+  // Twice the same bits: no atomics, no order that depends on scheduling.
+  for (const NamedCase& c : op_cases())
+    EXPECT_EQ(run_case(c, *be).outputs, run_case(c, *be).outputs) << c.op << " is not deterministic on the GPU";
 }
 
 TEST(CrossBackendOps, CatchesAWrongOp) {  // the comparison itself: a perturbed op must not pass
