@@ -3,7 +3,9 @@
 // same thread count, peak memory, and a per-kernel-group time breakdown of one step. The step is
 // the trainer's own train_step (train/train_step.h) on a world of one.
 // Usage: bench_train_step --model gpt2 --batch 1 --seq 1024 --threads 2 --steps 5 [--cpu-isa auto|avx2|avx512|
-// avx512_bf16] [--json out.json]
+// avx512_bf16] [--device cpu|cuda] [--json out.json]
+// --device cuda runs the step on the CUDA backend (docs/cuda.md): parameters initialised on the host and
+// copied across, no sgemm peak (MFU 0), the breakdown timed by host clocks around asynchronous launches.
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu_isa.h"
 #include "backend/sgemm_peak.h"
@@ -38,7 +41,7 @@ static double seconds_since(Clock::time_point t0) {
 }
 
 int main(int argc, char** argv) {
-  std::string model = "bench-tiny", json_path, cpu_isa = "auto";
+  std::string model = "bench-tiny", json_path, cpu_isa = "auto", device_name_arg = "cpu";
   int64_t B = 8, T = 256;
   int threads = 1, steps = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
     else if (k == "--steps") steps = std::stoi(v);
     else if (k == "--json") json_path = v;
     else if (k == "--cpu-isa") cpu_isa = v;
+    else if (k == "--device") device_name_arg = v;
     else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
   }
   // Before any kernel or oneDNN call (oneDNN takes its ISA cap only before its first use).
@@ -65,11 +69,24 @@ int main(int argc, char** argv) {
   ModelConfig cfg = cfg_or.value();
   cfg.max_seq_len = std::max(cfg.max_seq_len, T);
 
-  // A large square sgemm: the practical peak for this thread count.
-  const double peak = ops::measure_sgemm_peak_gflops(2048, 3);
-  ParamStore store{ParamLayout(cfg)};
-  init_parameters(store, cfg, 1234);
-  CpuBackend backend;
+  auto device = parse_device(device_name_arg);
+  if (!device.ok()) { std::fprintf(stderr, "%s\n", device.status().message().c_str()); return 2; }
+  const bool on_cpu = device.value() == Device::cpu;
+  auto backend_or = make_backend(device.value());
+  if (!backend_or.ok()) { std::fprintf(stderr, "%s\n", backend_or.status().message().c_str()); return 2; }
+  Backend& backend = *backend_or.value();
+  // A large square sgemm: the practical peak for this thread count (the CPU's; none measured for a GPU).
+  const double peak = on_cpu ? ops::measure_sgemm_peak_gflops(2048, 3) : 0.0;
+  // On the CPU host buffers, as the trainer's single process; on a device its memory, initialised on
+  // the host and copied across.
+  ParamStore store(ParamLayout(cfg), on_cpu ? StoreOptions{} : StoreOptions{.backend = &backend});
+  if (on_cpu) {
+    init_parameters(store, cfg, 1234);
+  } else {
+    ParamStore host{ParamLayout(cfg)};
+    init_parameters(host, cfg, 1234);
+    backend.copy_to_device(store.params(), host.params(), static_cast<size_t>(store.numel()) * sizeof(float));
+  }
   auto world_or = MpiCommunicator::create_world();
   if (!world_or.ok()) { std::fprintf(stderr, "%s\n", world_or.status().message().c_str()); return 1; }
   Communicator& world = *world_or.value();
@@ -131,7 +148,7 @@ int main(int argc, char** argv) {
   std::printf("%-12s B=%-3lld T=%-5lld threads=%d  step %.4f s  %9.0f tok/s  %7.1f GFLOP/s  sgemm peak %6.1f  "
               "MFU %5.1f%%  peak RSS %7.0f MiB (tracked %7.0f MiB)  loss %.4f\n",
               model.c_str(), (long long)B, (long long)T, threads, t_step, tokens_per_s, gflops, peak,
-              100.0 * gflops / peak, rss_mb, tracked_mb, loss);
+              peak > 0 ? 100.0 * gflops / peak : 0.0, rss_mb, tracked_mb, loss);
   double accounted = 0;
   std::string breakdown = "{";
   std::printf("  breakdown of one step (%.4f s):", t_profiled);
@@ -147,12 +164,12 @@ int main(int argc, char** argv) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (!f) { std::perror(json_path.c_str()); return 1; }
     std::fprintf(f,
-                 "{\"impl\":\"tessera\",\"cpu_isa\":\"%s\",\"cpu_isa_summary\":\"%s\",\"model\":\"%s\","
+                 "{\"impl\":\"tessera\",\"device\":\"%s\",\"cpu_isa\":\"%s\",\"cpu_isa_summary\":\"%s\",\"model\":\"%s\","
                  "\"B\":%lld,\"T\":%lld,\"threads\":%d,\"step_s\":%.6f,"
                  "\"tokens_per_s\":%.2f,\"gflops\":%.2f,\"sgemm_peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f,"
                  "\"tracked_peak_mb\":%.1f,\"params\":%lld,\"breakdown_s\":%s}\n",
-                 cpu_isa_name(active_cpu_isa()), cpu_isa_summary().c_str(), model.c_str(), (long long)B, (long long)T,
-                 threads, t_step, tokens_per_s, gflops, peak, gflops / peak, rss_mb, tracked_mb,
+                 device_name_arg.c_str(), cpu_isa_name(active_cpu_isa()), cpu_isa_summary().c_str(), model.c_str(), (long long)B, (long long)T,
+                 threads, t_step, tokens_per_s, gflops, peak, peak > 0 ? gflops / peak : 0.0, rss_mb, tracked_mb,
                  (long long)cfg.num_parameters(), breakdown.c_str());
     std::fclose(f);
   }

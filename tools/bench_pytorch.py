@@ -3,7 +3,9 @@
 (forward + backward + AdamW) on the same model, batch, thread count and optimizer as
 bench_train_step. Run with Debian's /usr/bin/python3 (python3-torch) or a newer torch in a
 benchmark-only virtual environment; a tool, never a build or run-time dependency. Prints one JSON line.
---attention sdpa (F.scaled_dot_product_attention) and --compile (torch.compile) need torch >= 2.0."""
+--attention sdpa (F.scaled_dot_product_attention) and --compile (torch.compile) need torch >= 2.0.
+--device cuda runs it on the GPU (fp32, TF32 off as PyTorch's default for matmuls), the reference for
+bench_train_step --device cuda (tools/gpu_check.sh)."""
 import argparse, json, math, os, resource, sys, time
 
 import torch
@@ -52,7 +54,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for blk in self.h:
             x = blk(x, self.mask)
         logits = self.ln_f(x) @ self.wte.weight.t()  # tied head
@@ -68,6 +70,7 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (not the optimizer)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--warmup", type=int, default=None, help="untimed first steps (default 1, 3 with --compile)")
     a = ap.parse_args()
     if a.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
@@ -79,13 +82,13 @@ def main():
     torch.manual_seed(0)
     V, maxT, L, NH, C = PRESETS[a.model]
     maxT = max(maxT, a.seq)
-    model = GPT(V, maxT, L, NH, C, sdpa=a.attention == "sdpa")
+    model = GPT(V, maxT, L, NH, C, sdpa=a.attention == "sdpa").to(a.device)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and not n.startswith("w")]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.startswith("w"))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
-    idx = torch.randint(0, V, (a.batch, a.seq))
-    tgt = torch.randint(0, V, (a.batch, a.seq))
+    idx = torch.randint(0, V, (a.batch, a.seq), device=a.device)
+    tgt = torch.randint(0, V, (a.batch, a.seq), device=a.device)
     fwd = torch.compile(model) if a.compile else model  # same parameters; compiles on the first warm-up step
 
     def step():
@@ -106,7 +109,7 @@ def main():
     times.sort()
     t = times[len(times) // 2]
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "model": a.model, "B": a.batch, "T": a.seq,
+    print(json.dumps({"impl": "pytorch", "device": a.device, "torch": torch.__version__, "model": a.model, "B": a.batch, "T": a.seq,
                       "threads": a.threads, "step_s": t, "tokens_per_s": a.batch * a.seq / t,
                       "peak_rss_mb": rss_mb, "blas": torch.__config__.show().count("OpenBLAS") > 0,
                       "torch_version": torch.__version__, "attention": a.attention, "compiled": a.compile,

@@ -12,7 +12,7 @@ PLUGIN="$BUILD/src/backend/libtessera_cuda.so"
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/lib/tessera" "$STAGE/glibc"
-cp "$BUILD/src/cli/tessera" "$BUILD/tests/test_backend" "$STAGE/bin/"
+cp "$BUILD/src/cli/tessera" "$BUILD/tests/test_backend" "$BUILD/bench/bench_train_step" "$STAGE/bin/"
 cp "$PLUGIN" "$STAGE/lib/tessera/"
 # Every library of the binaries and the plugin, but CUDA's (found on the GPU machine, matching its driver).
 for f in "$STAGE"/bin/* "$STAGE"/lib/tessera/*.so; do

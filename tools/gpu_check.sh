@@ -4,8 +4,10 @@
 #   1. every op of the CUDA backend against the CPU oracle, twice (determinism)   CrossBackendOps.*
 #   2. the same op test under compute-sanitizer memcheck
 #   3. 20-step training of tiny GPT-2 / LLaMA (tied, untied; fp32, bf16) against the CPU     CudaTraining.*
-#   4. `tessera train` of configs/tiny.toml on the GPU for a few steps (when the machine's glibc runs
-#      the bundle natively: Open MPI's orted cannot go through the carried loader)
+#   4. `tessera train` of configs/tiny.toml on the GPU for a few steps, and the step benchmark
+#      (bench_train_step --device cuda) of bench-small and gpt2 beside PyTorch's on the same GPU
+#      (tools/bench_pytorch.py: eager, and sdpa + torch.compile) -- when the machine's glibc runs the
+#      bundle natively: Open MPI's orted (a singleton MPI_Init starts it) cannot use the carried loader
 # and writes $OUT_DIR/gpu_check.json (each step's exit status, time, gtest results, output tail).
 # Usage: tools/gpu_check.sh BUNDLE.tar.xz OUT_DIR [SECONDS_PER_STEP]
 set -uo pipefail
@@ -59,7 +61,7 @@ if command -v compute-sanitizer >/dev/null; then
   step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$run" test_backend --gtest_filter='CrossBackendOps.EveryOpOfTheCudaBackend*'
 fi
-step training "$run" test_backend --gtest_filter='CudaTraining.*' --gtest_output=json:"$OUT_DIR/training.json"
+step training "$run" test_backend --gtest_filter='*CudaTraining.*' --gtest_output=json:"$OUT_DIR/training.json"
 if [[ $native == 1 && -x $B/ompi/bin/orted ]]; then
   export OPAL_PREFIX=$B/ompi PATH=$B/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   W=$(mktemp -d)
@@ -67,6 +69,15 @@ if [[ $native == 1 && -x $B/ompi/bin/orted ]]; then
   step train_prepare "$run" tessera prepare "$W/corpus.txt" --out "$W/data"
   step train_cuda "$run" tessera train --config "$REPO/configs/tiny.toml" data.dir="$W/data" \
     train.out_dir="$W/run" train.steps=20 train.device=cuda
+  for shape in "bench-small 8 512" "gpt2 4 1024"; do
+    read -r model batch seq <<<"$shape"
+    step "bench_${model}_tessera" "$run" bench_train_step --device cuda --model "$model" --batch "$batch" \
+      --seq "$seq" --steps 5 --json "$OUT_DIR/bench_${model}_tessera.json"
+    step "bench_${model}_pytorch_eager" python3 "$REPO/tools/bench_pytorch.py" --device cuda --model "$model" \
+      --batch "$batch" --seq "$seq" --steps 5
+    step "bench_${model}_pytorch_compiled" python3 "$REPO/tools/bench_pytorch.py" --device cuda --model "$model" \
+      --batch "$batch" --seq "$seq" --steps 5 --attention sdpa --compile
+  done
 fi
 
 python3 - "$OUT_DIR" "$native" "${steps[@]}" <<'PY'

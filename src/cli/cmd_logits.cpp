@@ -81,7 +81,9 @@ Runner add_logits(CLI::App& app) {
     CpuBackend backend;
     Transformer model(backend, cfg, *lm->store, 1, T);
     model.forward(window.data(), nullptr);
-    Status s = write_safetensors(a->out, std::vector<TensorRef>{{"logits", {T, V}, model.logits()},
+    std::vector<float> logits(static_cast<size_t>(T * V));  // crosses to the host: the (T, V) logits
+    backend.copy_to_host(logits.data(), model.logits(), logits.size() * sizeof(float));
+    Status s = write_safetensors(a->out, std::vector<TensorRef>{{"logits", {T, V}, logits.data()},
                                                                {"tokens", {T}, as_float.data()}});
     if (!s.ok()) return fail(s);
     std::printf("tokens:");

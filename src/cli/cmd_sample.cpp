@@ -69,6 +69,7 @@ Runner add_sample(CLI::App& app) {
     CpuBackend backend;
     Transformer model(backend, cfg, *lm->store, 1, T);
     std::vector<int32_t> window(T, 0);
+    std::vector<float> last_logits(static_cast<size_t>(cfg.vocab_size));  // the sampled row, on the host
     std::vector<int> scratch;
     Rng rng(a->seed);
     const size_t prompt_len = ids.size();
@@ -78,8 +79,10 @@ Runner add_sample(CLI::App& app) {
       std::fill(window.begin(), window.end(), 0);
       for (int64_t t = 0; t < len; ++t) window[t] = static_cast<int32_t>(ids[ids.size() - len + t]);
       model.forward(window.data(), nullptr);
-      ids.push_back(sample_token(model.logits() + (len - 1) * cfg.vocab_size, cfg.vocab_size, a->temperature,
-                                 a->top_k, rng, scratch));
+      // crosses to the host: the logits of the last real position (the backend's memory)
+      backend.copy_to_host(last_logits.data(), model.logits() + (len - 1) * model.logits_width(),
+                           last_logits.size() * sizeof(float));
+      ids.push_back(sample_token(last_logits.data(), cfg.vocab_size, a->temperature, a->top_k, rng, scratch));
     }
     // fwrite, not %s: decoded bytes may include NUL (byte tokenizer), which must not cut the text short.
     const std::string text =

@@ -198,9 +198,22 @@ ParamStore::ParamStore(ParamLayout layout, StoreOptions options)
       params_(store_buffer(options, static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float),
                            MemCategory::parameters, options.params)),
       grads_(store_buffer(options, static_cast<size_t>(layout_.total_numel() + options.slack) * sizeof(float),
-                          MemCategory::gradients, options.grads)) {}
+                          MemCategory::gradients, options.grads)),
+      backend_(options.backend) {}
 
 void ParamStore::zero_grads() { grads_.zero_range(0, static_cast<size_t>(numel()) * sizeof(float)); }
+
+void ParamStore::copy_params_to_host(int64_t offset, int64_t n, float* host) const {
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (backend_) backend_->copy_to_host(host, params() + offset, bytes);
+  else if (bytes) std::memcpy(host, params() + offset, bytes);
+}
+
+void ParamStore::copy_params_from_host(int64_t offset, int64_t n, const float* host) {
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (backend_) backend_->copy_to_device(params() + offset, host, bytes);
+  else if (bytes) std::memcpy(params() + offset, host, bytes);
+}
 
 namespace {
 uint64_t hash_name(const std::string& s) {
@@ -217,11 +230,19 @@ void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed) {
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layer));
   const ParamLayout& layout = store.layout();
   std::vector<float> global;  // a sharded tensor's whole stream, cut into this rank's pieces
+  std::vector<float> host;    // one tensor's initial values, drawn on the host
+  // Host memory is written in place; a device's gets each tensor drawn on the host and copied across.
+  const bool on_host = store.backend() == nullptr || store.backend()->device() == Device::cpu;
   for (const auto& p : layout.params()) {
-    float* w = store.params() + p.offset;
+    if (!on_host) host.resize(static_cast<size_t>(p.numel));
+    float* w = on_host ? store.params() + p.offset : host.data();
+    auto place = [&] {
+      if (!on_host) store.copy_params_from_host(p.offset, p.numel, w);  // crosses to the device
+    };
     if (p.shape.size() == 1) {
       const bool norm_weight = ends_with(p.name, "ln1.w") || ends_with(p.name, "ln2.w") || p.name == "lnf.w";
       for (int64_t i = 0; i < p.numel; ++i) w[i] = norm_weight ? 1.f : 0.f;
+      place();
       continue;
     }
     Rng rng(seed ^ hash_name(p.name));
@@ -230,6 +251,7 @@ void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed) {
     const float stddev = residual ? residual_std : 0.02f;
     if (p.numel == shape_numel(p.global_shape)) {  // a whole tensor
       for (int64_t i = 0; i < p.numel; ++i) w[i] = rng.normal(0.f, stddev);
+      place();
       continue;
     }
     global.resize(static_cast<size_t>(shape_numel(p.global_shape)));
@@ -237,6 +259,7 @@ void init_parameters(ParamStore& store, const ModelConfig& cfg, uint64_t seed) {
     std::fill(w, w + p.numel, 0.f);
     for (const TensorPiece& piece : layout.shard_pieces(p))
       std::copy_n(global.data() + piece.global_offset, piece.numel, w + piece.local_offset);
+    place();
   }
 }
 

@@ -162,11 +162,19 @@ class ParamStore {
   void zero_grads();
   Buffer& param_buffer() { return params_; }
   Buffer& grad_buffer() { return grads_; }
+  // Whose memory the buffers are (StoreOptions::backend; nullptr: plain host buffers).
+  Backend* backend() const { return backend_; }
+  // The named crossings of the host/device line for parameters (initialisation, checkpoints,
+  // hashes, fault injection): elements [offset, offset + n) of the flat parameter buffer to or from
+  // host memory, through the backend's copies (a plain copy for host buffers, and on the CPU).
+  void copy_params_to_host(int64_t offset, int64_t n, float* host) const;
+  void copy_params_from_host(int64_t offset, int64_t n, const float* host);
 
  private:
   ParamLayout layout_;
   Buffer params_;
   Buffer grads_;
+  Backend* backend_ = nullptr;
 };
 
 // The flat ranges [offset of an expert tensor, offset of the next tensor) of the sharded experts,

@@ -34,6 +34,8 @@ class AdamW {
 
   int64_t steps_taken() const { return t_; }
   void set_steps_taken(int64_t t) { t_ = t; }
+  // Whose memory the moments are (nullptr: host buffers); checkpoints cross the line through it.
+  Backend* backend() const { return backend_; }
   float* m() { return m_.as<float>(); }
   float* v() { return v_.as<float>(); }
   int64_t begin() const { return begin_; }

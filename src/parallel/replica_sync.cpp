@@ -36,10 +36,13 @@ uint64_t hash_floats(const float* x, int64_t n) {
 
 Status verify_replica_parameters(Communicator& replicas, const ShardedExperts& experts, const ParamStore& store,
                                  std::string_view what) {
-  const uint64_t whole = hash_floats(store.params(), store.numel());
+  // crosses to the host: the replica hash reads the whole parameter buffer
+  std::vector<float> params(static_cast<size_t>(store.numel()));
+  store.copy_params_to_host(0, store.numel(), params.data());
+  const uint64_t whole = hash_floats(params.data(), store.numel());
   if (!experts.enabled()) return check_agreement(replicas, what, whole);
   uint64_t dense = 0;
-  for (const auto& [b, e] : dense_ranges(store.layout())) dense = dense * 1099511628211ull ^ hash_floats(store.params() + b, e - b);
+  for (const auto& [b, e] : dense_ranges(store.layout())) dense = dense * 1099511628211ull ^ hash_floats(params.data() + b, e - b);
   TS_RETURN_IF_ERROR(check_agreement(replicas, std::string(what) + " (dense tensors)", dense));
   return check_agreement(*experts.replicas, std::string(what) + " (this rank's experts)", whole);
 }

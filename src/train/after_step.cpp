@@ -163,7 +163,8 @@ Status save_checkpoint(TrainingRun& run, bool last) {
       o.after_complete = [faults, step](const std::string& dir) { return faults->after_checkpoint(step, dir); };
     // A server updates its shards as pushes arrive, and ZeRO-3 gathers into the parameter buffers
     // during forward: there the buffers change outside the update, so they are copied.
-    o.live_allowed = !is_param_server_run(cfg) && cfg.parallel.zero < 3;
+    // The writer reads live buffers in place, so only host memory (a device's is snapshotted instead).
+    o.live_allowed = !is_param_server_run(cfg) && cfg.parallel.zero < 3 && run.backend->device() == Device::cpu;
     TS_RETURN_IF_ERROR(run.async_saver.start(checkpoint_world(run), cfg.train.out_dir, cfg.model, chunks, run.state, std::move(o)));
     if (last) TS_RETURN_IF_ERROR(run.async_saver.wait());
   } else {

@@ -4,6 +4,7 @@
 #include "train/checkpoint_fingerprints.h"
 
 #include <cstring>
+#include <vector>
 
 #include "checkpoint/fingerprint.h"
 #include "checkpoint/reader.h"
@@ -12,19 +13,26 @@ namespace tessera {
 
 std::map<std::string, uint64_t> partial_fingerprints(const std::vector<CheckpointChunk>& chunks) {
   std::map<std::string, uint64_t> out;
-  auto add = [&](const std::string& key, int64_t global_offset, int64_t numel, const float* data) {
+  std::vector<float> host;  // one piece, crossed to the host to be fingerprinted
+  // `be`: whose memory `data` is (nullptr: host memory, read in place).
+  auto add = [&](const std::string& key, int64_t global_offset, int64_t numel, const float* data, Backend* be) {
+    if (numel > 0 && be) {  // crosses to the host: the loaded values' fingerprint
+      host.resize(static_cast<size_t>(numel));
+      be->copy_to_host(host.data(), data, static_cast<size_t>(numel) * sizeof(float));
+      data = host.data();
+    }
     out[key] += numel > 0 ? checkpoint::fingerprint_elements(DType::f32, global_offset, numel, data) : 0;
   };
   for (const CheckpointChunk& c : chunks) {
     if (!c.store) continue;
     for (const SavedPiece& s : checkpoint_pieces(c.store->layout(), c.owned)) {
-      add("param/" + s.param->name, s.global_offset, s.numel, c.store->params() + s.flat_offset);
+      add("param/" + s.param->name, s.global_offset, s.numel, c.store->params() + s.flat_offset, c.store->backend());
       if (!c.opt) continue;
       const int64_t at = s.flat_offset - c.opt->begin();
-      add("adam_m/" + s.param->name, s.global_offset, s.numel, c.opt->m() + at);
-      add("adam_v/" + s.param->name, s.global_offset, s.numel, c.opt->v() + at);
+      add("adam_m/" + s.param->name, s.global_offset, s.numel, c.opt->m() + at, c.opt->backend());
+      add("adam_v/" + s.param->name, s.global_offset, s.numel, c.opt->v() + at, c.opt->backend());
     }
-    for (const ExtraTensor& e : c.extra) add(e.key, e.global_offset, e.numel, e.data);
+    for (const ExtraTensor& e : c.extra) add(e.key, e.global_offset, e.numel, e.data, nullptr);
   }
   return out;
 }

@@ -178,7 +178,12 @@ Status FaultInjection::at(StepPoint point, int64_t step, ParamStore& store) {
       const double took = thread_cpu_s() - step_start_;
       std::this_thread::sleep_for(std::chrono::duration<double>((f->factor - 1) * took));
     }
-    if (find(FaultKind::perturb, step)) store.params()[0] = std::nextafter(store.params()[0], 1e30f);
+    if (find(FaultKind::perturb, step)) {  // crosses both ways: the one parameter nudged on the host
+      float x = 0;
+      store.copy_params_to_host(0, 1, &x);
+      x = std::nextafter(x, 1e30f);
+      store.copy_params_from_host(0, 1, &x);
+    }
     if (find(FaultKind::hang_after_update, step)) {
       log_error("injected fault: hang after the update of step " + std::to_string(step));
       hang_forever();

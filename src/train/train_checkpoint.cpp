@@ -89,16 +89,24 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
 }
 
 namespace {
-// The snapshot is the training stall of an asynchronous save: every thread copies a slice (one
-// core's copy does not reach the memory bandwidth).
-void parallel_copy(float* dst, const float* src, int64_t n) {
+// Whether `be`'s memory is not host memory (a GPU's): the writer cannot read it in place.
+bool device_memory(const Backend* be) { return be && be->device() != Device::cpu; }
+
+// Crosses to the host: checkpoint bytes of `be`'s memory (nullptr: host memory) into the snapshot.
+// The snapshot is the training stall of an asynchronous save: on the host every thread copies a
+// slice (one core's copy does not reach the memory bandwidth); a device's memory is one copy.
+void snapshot_copy(Backend* be, float* dst, const float* src, int64_t n) {
   constexpr int64_t kSlice = 1 << 18;
-  if (n < 2 * kSlice) {
-    std::copy_n(src, n, dst);
+  auto copy = [be](float* d, const float* s, int64_t k) {
+    if (be) be->copy_to_host(d, s, static_cast<size_t>(k) * sizeof(float));
+    else std::copy_n(s, k, d);
+  };
+  if (n < 2 * kSlice || device_memory(be)) {
+    copy(dst, src, n);
     return;
   }
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i += kSlice) std::copy_n(src + i, std::min(kSlice, n - i), dst + i);
+  for (int64_t i = 0; i < n; i += kSlice) copy(dst + i, src + i, std::min(kSlice, n - i));
 }
 }  // namespace
 
@@ -109,6 +117,7 @@ Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<
     const SavedPiece* piece;
     const float* data;
     bool extra = false;
+    Backend* backend = nullptr;  // whose memory `data` is (nullptr: host memory)
   };
   std::vector<std::vector<SavedPiece>> pieces;
   std::vector<Source> sources;
@@ -128,9 +137,9 @@ Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<
     const CheckpointChunk& c = chunks[i];
     for (const SavedPiece& s : pieces[i]) {
       const int64_t opt_off = s.flat_offset - c.opt->begin();
-      sources.push_back({"param/" + s.param->name, &s, c.store->params() + s.flat_offset});
-      sources.push_back({"adam_m/" + s.param->name, &s, c.opt->m() + opt_off});
-      sources.push_back({"adam_v/" + s.param->name, &s, c.opt->v() + opt_off});
+      sources.push_back({"param/" + s.param->name, &s, c.store->params() + s.flat_offset, false, c.store->backend()});
+      sources.push_back({"adam_m/" + s.param->name, &s, c.opt->m() + opt_off, false, c.opt->backend()});
+      sources.push_back({"adam_v/" + s.param->name, &s, c.opt->v() + opt_off, false, c.opt->backend()});
     }
   }
   // The chunks' extra tensors (local SGD's state) as pieces of their own; reserved: pointed to below.
@@ -147,7 +156,11 @@ Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<
       extra_pieces.push_back({&extra_info.back(), 0, e.global_offset, e.numel});
       sources.push_back({e.key, &extra_pieces.back(), e.data, true});
     }
-  auto copied = [&](const Source& src) { return snapshot && (src.extra || !extras_only); };
+  // A device's memory is always copied: the writer (and a live save's freeze) reads host memory.
+  auto copied = [&](const Source& src) { return snapshot && (src.extra || !extras_only || device_memory(src.backend)); };
+  for (const Source& src : sources)
+    if (!snapshot && device_memory(src.backend))
+      return internal_error("checkpoint: '" + src.key + "' is device memory and needs a host snapshot to be written");
   if (snapshot) {  // one allocation, so the pointers handed to the writer stay valid
     size_t total = 0;
     for (const Source& src : sources)
@@ -159,7 +172,7 @@ Status add_checkpoint_pieces(checkpoint::CheckpointWriter& w, const std::vector<
     const float* data = src.data;
     if (copied(src)) {
       data = snapshot->data() + at;
-      parallel_copy(snapshot->data() + at, src.data, src.piece->numel);
+      snapshot_copy(src.backend, snapshot->data() + at, src.data, src.piece->numel);
       at += static_cast<size_t>(src.piece->numel);
     }
     TS_RETURN_IF_ERROR(w.add(src.key, DType::f32, src.piece->param->global_shape, src.piece->global_offset,
@@ -184,7 +197,13 @@ Status save_training_checkpoint(Communicator& comm, const std::string& run_dir, 
   TS_RETURN_IF_ERROR(comm.broadcast(&tag, sizeof tag, DType::u8, 0));
   const auto target = checkpoint::checkpoint_target(run_dir, state.step, tag);
   checkpoint::CheckpointWriter w(target, comm.rank());
-  Status local = add_checkpoint_pieces(w, chunks, nullptr);
+  // The writer reads host memory in place (the CPU backend's too); a device's buffers cross to the
+  // host first, into `staging`, which outlives the write.
+  bool on_device = false;
+  for (const CheckpointChunk& c : chunks)
+    on_device = on_device || (c.store && device_memory(c.store->backend())) || (c.opt && device_memory(c.opt->backend()));
+  std::vector<float> staging;
+  Status local = add_checkpoint_pieces(w, chunks, on_device ? &staging : nullptr);
   if (local.ok() && write_fault.at >= 0)
     w.limit_space(static_cast<int64_t>(write_fault.at * w.pending_bytes()), write_fault.kill);
   if (local.ok()) local = w.write_shard();
@@ -209,14 +228,17 @@ Result<TrainingState> load_training_checkpoint(const std::string& checkpoint_dir
   TS_RETURN_IF_ERROR(reader.check_compatible(model_config_json(cfg)));
   const ParamLayout& layout = store.layout();
   std::vector<float> scratch;
+  std::vector<float> host;  // one tensor (or its moments' range) read on the host, then crossed to the device
   for (const auto& p : layout.params()) {
     const std::vector<TensorPiece> pieces = layout.shard_pieces(p);
     int64_t covered = 0;
     for (const TensorPiece& q : pieces) covered += q.numel;
     TS_RETURN_IF_ERROR(reader.check_tensor("param/" + p.name, DType::f32, p.global_shape));
-    float* w = store.params() + p.offset;
+    host.resize(static_cast<size_t>(p.numel));
+    float* w = host.data();
     if (covered < p.numel) std::fill(w, w + p.numel, 0.f);  // vocabulary padding rows
     TS_RETURN_IF_ERROR(read_pieces(reader, "param/" + p.name, pieces, 0, p.numel, w, scratch));
+    store.copy_params_from_host(p.offset, p.numel, w);  // crosses to the device: the loaded tensor
     if (!opt) continue;
     // The moments of the part of this tensor inside the optimizer's range (all of it unless sharded).
     const int64_t lo = std::clamp(opt->begin() - p.offset, int64_t{0}, p.numel);
@@ -224,8 +246,13 @@ Result<TrainingState> load_training_checkpoint(const std::string& checkpoint_dir
     if (hi <= lo) continue;
     for (auto [prefix, moment] : {std::pair<const char*, float*>{"adam_m/", opt->m()}, {"adam_v/", opt->v()}}) {
       float* dst = moment + (p.offset + lo - opt->begin());
-      if (covered < p.numel) std::fill(dst, dst + (hi - lo), 0.f);
-      TS_RETURN_IF_ERROR(read_pieces(reader, prefix + p.name, pieces, lo, hi, dst, scratch));
+      float* h = host.data();  // (hi - lo) elements
+      if (covered < p.numel) std::fill(h, h + (hi - lo), 0.f);
+      TS_RETURN_IF_ERROR(read_pieces(reader, prefix + p.name, pieces, lo, hi, h, scratch));
+      // crosses to the device: the loaded moments (host moments: a plain copy)
+      const size_t bytes = static_cast<size_t>(hi - lo) * sizeof(float);
+      if (opt->backend()) opt->backend()->copy_to_device(dst, h, bytes);
+      else std::copy_n(h, hi - lo, dst);
     }
   }
   TrainingState st;

@@ -62,14 +62,21 @@ Status initialise_parameters(const RunConfig& cfg, ParamStore& store) {
   if (cfg.init_weights.empty()) return Status::ok_status();
   const ParamLayout& layout = store.layout();
   const bool whole = layout.whole_tensors() && layout.first_layer() == 0 && layout.last_layer() == mc.n_layer;
-  if (whole) return import_hf_weights(cfg.init_weights, mc, layout, store.params());
-  // A stage or shard: import the whole model once, then copy this rank's pieces of each tensor.
+  if (whole) {  // the import reads and writes a host copy of the flat buffer: crosses both ways
+    std::vector<float> host(static_cast<size_t>(store.numel()));
+    store.copy_params_to_host(0, store.numel(), host.data());
+    TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, mc, layout, host.data()));
+    store.copy_params_from_host(0, store.numel(), host.data());
+    return Status::ok_status();
+  }
+  // A stage or shard: import the whole model once (host buffers), then copy this rank's pieces of
+  // each tensor across to the store.
   ParamStore full{ParamLayout(mc)};
   TS_RETURN_IF_ERROR(import_hf_weights(cfg.init_weights, mc, full.layout(), full.params()));
   for (const ParamInfo& p : layout.params()) {
     const float* src = full.params() + full.layout().get(p.name).offset;
     for (const TensorPiece& piece : layout.shard_pieces(p))
-      std::copy_n(src + piece.global_offset, piece.numel, store.params() + p.offset + piece.local_offset);
+      store.copy_params_from_host(p.offset + piece.local_offset, piece.numel, src + piece.global_offset);
   }
   return Status::ok_status();
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,8 @@ double worst_rel(const std::vector<float>& a, const std::vector<float>& b) {
 std::string name(const RunSetup& s) {
   return std::string(s.preset) + (s.tied ? " tied " : " untied ") + std::string(precision_name(s.precision));
 }
+
+void PrintTo(const RunSetup& s, std::ostream* os) { *os << name(s); }  // test names without pointer bytes
 
 class CudaTraining : public ::testing::TestWithParam<RunSetup> {
  protected:
