@@ -3,24 +3,12 @@
 // parameter gradients (norm weights, biases, embedding rows) are column sums in which one thread owns
 // a column and walks the rows in order, so every result is deterministic without atomics. The
 // embedding ops repeat the CPU's additions in its order, so they match it bit for bit.
+#include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/cuda_kernels.h"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-__device__ float block_sum(float v, float* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float total = shared[0];
-  __syncthreads();  // the buffer is reused by the next sum
-  return total;
-}
 
 // ---- embeddings ----
 __global__ void k_embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t T,
@@ -58,18 +46,18 @@ __global__ void k_embedding_backward_wpe(float* dwpe, const float* dout, int64_t
 // ---- normalisation ----
 __global__ void k_layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                                     const float* bias, int64_t C, float eps) {
-  __shared__ float shared[kThreads];
+  __shared__ float shared[kBlockThreads];
   const int64_t n = blockIdx.x;
   const float* x = inp + n * C;
   float* o = out + n * C;
   float acc = 0;
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) acc += x[c];
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) acc += x[c];
   const float m = block_sum(acc, shared) / static_cast<float>(C);
   acc = 0;  // two passes: no cancellation of E[x^2] - E[x]^2
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) acc += (x[c] - m) * (x[c] - m);
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) acc += (x[c] - m) * (x[c] - m);
   const float var = block_sum(acc, shared) / static_cast<float>(C);
   const float s = 1.0f / sqrtf(var + eps);
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) o[c] = (x[c] - m) * s * weight[c] + bias[c];
   if (threadIdx.x == 0) {
     mean[n] = m;
     rstd[n] = s;
@@ -77,20 +65,20 @@ __global__ void k_layernorm_forward(float* out, float* mean, float* rstd, const 
 }
 __global__ void k_layernorm_backward_rows(float* dinp, const float* dout, const float* inp, const float* weight,
                                           const float* mean, const float* rstd, int64_t C) {
-  __shared__ float shared[kThreads];
+  __shared__ float shared[kBlockThreads];
   const int64_t n = blockIdx.x;
   const float* x = inp + n * C;
   const float* d = dout + n * C;
   float* di = dinp + n * C;
   const float m = mean[n], s = rstd[n];
   float a = 0, b = 0;
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) {
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) {
     a += d[c] * weight[c];
     b += d[c] * weight[c] * (x[c] - m) * s;
   }
   const float dnorm_mean = block_sum(a, shared) / static_cast<float>(C);
   const float dnorm_norm_mean = block_sum(b, shared) / static_cast<float>(C);
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) {
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) {
     const float norm = (x[c] - m) * s;
     di[c] += s * (d[c] * weight[c] - dnorm_mean - norm * dnorm_norm_mean);
   }
@@ -111,28 +99,28 @@ __global__ void k_norm_backward_columns(float* dweight, float* dbias, const floa
   if (dbias) dbias[c] += db;
 }
 __global__ void k_rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t C, float eps) {
-  __shared__ float shared[kThreads];
+  __shared__ float shared[kBlockThreads];
   const int64_t n = blockIdx.x;
   const float* x = inp + n * C;
   float* o = out + n * C;
   float acc = 0;
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) acc += x[c] * x[c];
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) acc += x[c] * x[c];
   const float s = 1.0f / sqrtf(block_sum(acc, shared) / static_cast<float>(C) + eps);
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) o[c] = x[c] * s * weight[c];
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) o[c] = x[c] * s * weight[c];
   if (threadIdx.x == 0) rstd[n] = s;
 }
 __global__ void k_rmsnorm_backward_rows(float* dinp, const float* dout, const float* inp, const float* weight,
                                         const float* rstd, int64_t C) {
-  __shared__ float shared[kThreads];
+  __shared__ float shared[kBlockThreads];
   const int64_t n = blockIdx.x;
   const float* x = inp + n * C;
   const float* d = dout + n * C;
   float* di = dinp + n * C;
   const float s = rstd[n];
   float acc = 0;
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) acc += d[c] * weight[c] * x[c] * s;
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) acc += d[c] * weight[c] * x[c] * s;
   const float dy_xhat_mean = block_sum(acc, shared) / static_cast<float>(C);
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) di[c] += s * (d[c] * weight[c] - x[c] * s * dy_xhat_mean);
+  for (int64_t c = threadIdx.x; c < C; c += kBlockThreads) di[c] += s * (d[c] * weight[c] - x[c] * s * dy_xhat_mean);
 }
 
 // ---- activations ----
@@ -224,22 +212,22 @@ void embedding_backward_range(Launch l, float* dwte, float* dwpe, const float* d
 }
 void layernorm_forward(Launch l, float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, float eps) {
-  if (N > 0) k_layernorm_forward<<<static_cast<unsigned>(N), kThreads, 0, l.stream>>>(out, mean, rstd, inp, weight, bias, C, eps);
+  if (N > 0) k_layernorm_forward<<<static_cast<unsigned>(N), kBlockThreads, 0, l.stream>>>(out, mean, rstd, inp, weight, bias, C, eps);
 }
 void layernorm_backward(Launch l, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  k_layernorm_backward_rows<<<static_cast<unsigned>(N), kThreads, 0, l.stream>>>(dinp, dout, inp, weight, mean, rstd, C);
+  k_layernorm_backward_rows<<<static_cast<unsigned>(N), kBlockThreads, 0, l.stream>>>(dinp, dout, inp, weight, mean, rstd, C);
   k_norm_backward_columns<<<blocks_for(C, 64), 64, 0, l.stream>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
 void rmsnorm_forward(Launch l, float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
                      float eps) {
-  if (N > 0) k_rmsnorm_forward<<<static_cast<unsigned>(N), kThreads, 0, l.stream>>>(out, rstd, inp, weight, C, eps);
+  if (N > 0) k_rmsnorm_forward<<<static_cast<unsigned>(N), kBlockThreads, 0, l.stream>>>(out, rstd, inp, weight, C, eps);
 }
 void rmsnorm_backward(Launch l, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  k_rmsnorm_backward_rows<<<static_cast<unsigned>(N), kThreads, 0, l.stream>>>(dinp, dout, inp, weight, rstd, C);
+  k_rmsnorm_backward_rows<<<static_cast<unsigned>(N), kBlockThreads, 0, l.stream>>>(dinp, dout, inp, weight, rstd, C);
   k_norm_backward_columns<<<blocks_for(C, 64), 64, 0, l.stream>>>(dweight, nullptr, dout, inp, nullptr, rstd, N, C);
 }
 void gelu_forward(Launch l, float* out, const float* inp, int64_t n) {

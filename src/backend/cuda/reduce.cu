@@ -2,30 +2,20 @@
 // tree per block of kChunk elements, then one block adds the partials in block order, so the result
 // depends only on the input (not on scheduling). Sums in double, as on the CPU; the summation order
 // differs from the CPU's lanes, so results agree to double rounding, not bit for bit.
+#include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/cuda_kernels.h"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kChunk = 256 * 64;  // elements per block
+constexpr int64_t kChunk = kBlockThreads * 64;  // elements per block
 
-template <class T>
-__device__ T block_sum(T v, T* shared) {  // a fixed tree over the block's threads
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  return shared[0];
-}
 
 __global__ void k_square_partials(double* partials, const float* x, int64_t n) {
-  __shared__ double shared[kThreads];
+  __shared__ double shared[kBlockThreads];
   const int64_t begin = blockIdx.x * kChunk, end = min(n, begin + kChunk);
   double acc = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+  for (int64_t i = begin + threadIdx.x; i < end; i += kBlockThreads) {
     const double xi = x[i];
     acc += xi * xi;
   }
@@ -34,19 +24,19 @@ __global__ void k_square_partials(double* partials, const float* x, int64_t n) {
 }
 
 __global__ void k_nonfinite_partials(int64_t* partials, const float* x, int64_t n) {
-  __shared__ int64_t shared[kThreads];
+  __shared__ int64_t shared[kBlockThreads];
   const int64_t begin = blockIdx.x * kChunk, end = min(n, begin + kChunk);
   int64_t acc = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) acc += !isfinite(x[i]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kBlockThreads) acc += !isfinite(x[i]);
   const int64_t total = block_sum(acc, shared);
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
 template <class T>
 __global__ void k_sum_partials(T* result, const T* partials, int64_t count) {
-  __shared__ T shared[kThreads];
+  __shared__ T shared[kBlockThreads];
   T acc = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
+  for (int64_t i = threadIdx.x; i < count; i += kBlockThreads) acc += partials[i];
   const T total = block_sum(acc, shared);
   if (threadIdx.x == 0) *result = total;
 }
@@ -56,31 +46,30 @@ __global__ void k_sum_partials(T* result, const T* partials, int64_t count) {
 void sum_of_squares(Launch l, double* result, const float* x, int64_t n) {
   const int64_t blocks = n > 0 ? (n + kChunk - 1) / kChunk : 0;
   double* partials = static_cast<double*>(l.scratch->take(static_cast<size_t>(blocks + 1) * sizeof(double)));
-  if (blocks > 0) k_square_partials<<<static_cast<unsigned>(blocks), kThreads, 0, l.stream>>>(partials, x, n);
-  k_sum_partials<double><<<1, kThreads, 0, l.stream>>>(result, partials, blocks);
+  if (blocks > 0) k_square_partials<<<static_cast<unsigned>(blocks), kBlockThreads, 0, l.stream>>>(partials, x, n);
+  k_sum_partials<double><<<1, kBlockThreads, 0, l.stream>>>(result, partials, blocks);
 }
 
 void count_nonfinite(Launch l, int64_t* result, const float* x, int64_t n) {
   const int64_t blocks = n > 0 ? (n + kChunk - 1) / kChunk : 0;
   int64_t* partials = static_cast<int64_t*>(l.scratch->take(static_cast<size_t>(blocks + 1) * sizeof(int64_t)));
-  if (blocks > 0) k_nonfinite_partials<<<static_cast<unsigned>(blocks), kThreads, 0, l.stream>>>(partials, x, n);
-  k_sum_partials<int64_t><<<1, kThreads, 0, l.stream>>>(result, partials, blocks);
+  if (blocks > 0) k_nonfinite_partials<<<static_cast<unsigned>(blocks), kBlockThreads, 0, l.stream>>>(partials, x, n);
+  k_sum_partials<int64_t><<<1, kBlockThreads, 0, l.stream>>>(result, partials, blocks);
 }
 
-double sum_of_squares(Launch l, const float* x, int64_t n) {
-  double* device = static_cast<double*>(l.reply_device);
-  sum_of_squares(l, device, x, n);
-  cudaMemcpyAsync(l.reply_host, device, sizeof(double), cudaMemcpyDeviceToHost, l.stream);
+namespace {
+// Runs `reduce` into the reply buffer and hands its value to the host (waits for the stream).
+template <class T>
+T reply(Launch l, void (*reduce)(Launch, T*, const float*, int64_t), const float* x, int64_t n) {
+  T* device = static_cast<T*>(l.reply_device);
+  reduce(l, device, x, n);
+  cudaMemcpyAsync(l.reply_host, device, sizeof(T), cudaMemcpyDeviceToHost, l.stream);
   cudaStreamSynchronize(l.stream);
-  return *static_cast<const double*>(l.reply_host);
+  return *static_cast<const T*>(l.reply_host);
 }
+}  // namespace
 
-int64_t count_nonfinite(Launch l, const float* x, int64_t n) {
-  int64_t* device = static_cast<int64_t*>(l.reply_device);
-  count_nonfinite(l, device, x, n);
-  cudaMemcpyAsync(l.reply_host, device, sizeof(int64_t), cudaMemcpyDeviceToHost, l.stream);
-  cudaStreamSynchronize(l.stream);
-  return *static_cast<const int64_t*>(l.reply_host);
-}
+double sum_of_squares(Launch l, const float* x, int64_t n) { return reply<double>(l, sum_of_squares, x, n); }
+int64_t count_nonfinite(Launch l, const float* x, int64_t n) { return reply<int64_t>(l, count_nonfinite, x, n); }
 
 }  // namespace tessera::cuda
