@@ -236,6 +236,12 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
   layout.sequence_parallel = p.sequence_parallel;
   TS_RETURN_IF_ERROR(check_zero_stage(cfg));
   TS_RETURN_IF_ERROR(check_refusals(cfg));
+  // A GPU run's communicators would hand device buffers to MPI: until the staged / NCCL
+  // communicators are wired into the grid (issue 20), GPU runs are single-rank.
+  if (cfg.train.device == Device::cuda && world_size > 1)
+    return invalid_argument("train.device = \"cuda\" with " + str(world_size) +
+                            " ranks: GPU runs are single-rank until the NCCL / staged communicators reach the "
+                            "trainer (docs/cuda.md); run one rank, or train.device = \"cpu\"");
   TS_ASSIGN_OR_RETURN(const int grid_ranks, check_param_server(cfg, world_size));
   TS_RETURN_IF_ERROR(check_grid(layout.grid, grid_ranks));
   TS_RETURN_IF_ERROR(check_tensor_parallel(cfg.model, p.tp));

@@ -34,6 +34,13 @@ std::string plan_err(const RunConfig& cfg, int world) {
 
 // ---- valid layouts ----
 
+TEST(ParallelLayout, GpuRunsAreSingleRank) {
+  plan_ok(config({"train.device=cuda"}), 1);
+  const std::string e = plan_err(config({"train.device=cuda", "parallel.dp=2"}), 2);
+  EXPECT_HAS(e, "train.device = \"cuda\" with 2 ranks");
+  EXPECT_HAS(e, "one rank");
+}
+
 TEST(ParallelLayout, DataParallelOnlyIsOneStage) {
   const ParallelLayout l = plan_ok(config({"parallel.dp=4"}), 4);
   EXPECT_EQ(l.grid.dp, 4);
