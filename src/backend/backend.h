@@ -198,6 +198,9 @@ class Backend {
   // checkpoints, replica hashes, initialisation, import/export and tokens cross here.
   virtual void copy_to_device(void* device, const void* host, size_t bytes) = 0;
   virtual void copy_to_host(void* host, const void* device, size_t bytes) = 0;
+  // Whether `p` points into memory the host cannot read directly (a GPU's): what a communicator
+  // over host buffers must stage (comm/staged_communicator.h). The CPU's memory is host memory.
+  virtual bool is_device_memory(const void* p) const = 0;
   // Waits until every op issued so far has completed (the CPU's ops complete when they return).
   virtual void synchronize() = 0;
 

@@ -32,15 +32,21 @@ std::pair<int64_t, int64_t> element_counts(const CommOp& op, int size) {
   }
 }
 
-// Copies the op's input to the host and points a copy of the op at the staging buffers.
+// Copies the op's device input to the host and points a copy of the op at the staging buffers; host
+// buffers (control traffic, or one side of an op) are used as they are.
 CommOp stage_in(const CommOp& op, int size, Backend& be, Staging& s) {
+  const bool send_on_device = op.send && be.is_device_memory(op.send);
+  const bool recv_on_device = op.recv && be.is_device_memory(op.recv);
+  if (!send_on_device && !recv_on_device) return op;
   const auto [n_in, n_out] = element_counts(op, size);
   const size_t elem = dtype_size(op.dtype);
   CommOp h = op;
-  s.in.resize(static_cast<size_t>(n_in) * elem);
-  if (!s.in.empty()) be.copy_to_host(s.in.data(), op.send, s.in.size());
-  h.send = op.send ? s.in.data() : nullptr;
-  if (op.recv != nullptr && n_out > 0) {
+  if (send_on_device) {
+    s.in.resize(static_cast<size_t>(n_in) * elem);
+    if (!s.in.empty()) be.copy_to_host(s.in.data(), op.send, s.in.size());
+    h.send = s.in.data();
+  }
+  if (recv_on_device && n_out > 0) {
     s.out_bytes = static_cast<size_t>(n_out) * elem;
     s.device_out = op.recv;
     if (op.recv == op.send) {  // in place (all-reduce, broadcast): one host buffer
@@ -49,8 +55,8 @@ CommOp stage_in(const CommOp& op, int size, Backend& be, Staging& s) {
       s.out.resize(s.out_bytes);
       h.recv = s.out.data();
     }
-  } else {
-    h.recv = op.recv ? s.in.data() : nullptr;  // nothing comes back (a zero-size op)
+  } else if (recv_on_device) {
+    h.recv = nullptr;  // nothing comes back (a zero-size op)
   }
   return h;
 }

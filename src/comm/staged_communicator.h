@@ -5,6 +5,10 @@
 // is how many-rank layouts are tested on one GPU. Correct for any backend; fast for none (every op
 // crosses the host/device line twice and waits for the device's stream).
 //
+// Only device memory is staged (Backend::is_device_memory): an op on host buffers -- the agreement
+// checks, checkpoint tags and other control traffic of a run -- goes to the host communicator as it
+// is, so one staged world can carry both.
+//
 // Ordering: the staging copies wait for the backend's current stream (Backend::copy_to_host), so an
 // op sees every kernel issued before it; its output is on the device when wait() (or a true test())
 // returns, as with the inner communicator's host buffers.

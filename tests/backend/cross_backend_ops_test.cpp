@@ -84,6 +84,7 @@ class ForwardingBackend : public Backend {
 #undef TESSERA_FORWARD_OP
   void copy_to_device(void* d, const void* h, size_t bytes) override { inner_.copy_to_device(d, h, bytes); }
   void copy_to_host(void* h, const void* d, size_t bytes) override { inner_.copy_to_host(h, d, bytes); }
+  bool is_device_memory(const void* p) const override { return inner_.is_device_memory(p); }
   void synchronize() override { inner_.synchronize(); }
   Buffer allocate(size_t bytes, MemCategory c, Residency r) override { return inner_.allocate(bytes, c, r); }
   MemoryStats memory_counters() const override { return inner_.memory_counters(); }

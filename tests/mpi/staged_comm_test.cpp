@@ -20,6 +20,7 @@ namespace {
 constexpr uint8_t kKey = 0xA5;
 
 // Device memory that is not host memory in disguise: its bytes are the host bytes XOR kKey.
+// Its device memory is what DeviceFloats registers; everything else is host memory.
 class ScrambledBackend final : public Backend {
  public:
   Device device() const override { return Device::cuda; }
@@ -33,6 +34,14 @@ class ScrambledBackend final : public Backend {
   void copy_to_host(void* h, const void* d, size_t n) override {
     for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(h)[i] = static_cast<const uint8_t*>(d)[i] ^ kKey;
   }
+  bool is_device_memory(const void* p) const override {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (const auto& [begin, n] : regions_)
+      if (b >= begin && b < begin + n) return true;
+    return false;
+  }
+  void add_region(const uint8_t* p, size_t n) { regions_.emplace_back(p, n); }
+  void remove_region(const uint8_t* p) { std::erase_if(regions_, [p](const auto& r) { return r.first == p; }); }
   void synchronize() override {}
   Buffer allocate(size_t b, MemCategory c, Residency r) override { return inner_.allocate(b, c, r); }
   MemoryStats memory_counters() const override { return inner_.memory_counters(); }
@@ -43,6 +52,7 @@ class ScrambledBackend final : public Backend {
 
  private:
   CpuBackend inner_;
+  std::vector<std::pair<const uint8_t*, size_t>> regions_;
 };
 
 // A buffer of n floats in the scrambled device memory.
@@ -50,8 +60,12 @@ struct DeviceFloats {
   ScrambledBackend& be;
   std::vector<uint8_t> bytes;
   DeviceFloats(ScrambledBackend& b, const std::vector<float>& host) : be(b), bytes(host.size() * sizeof(float)) {
+    be.add_region(bytes.data(), bytes.size());
     be.copy_to_device(bytes.data(), host.data(), bytes.size());
   }
+  ~DeviceFloats() { be.remove_region(bytes.data()); }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
   float* data() { return reinterpret_cast<float*>(bytes.data()); }
   std::vector<float> host() const {
     std::vector<float> h(bytes.size() / sizeof(float));
@@ -153,6 +167,18 @@ TEST_F(StagedComm, AsyncOpsCopyBackWhenTheyEnd) {
   EXPECT_EQ(a.host(), want) << "a finished test() must have copied the result back";
   ASSERT_TRUE(wb.wait().ok());
   EXPECT_EQ(b.host(), want);
+}
+
+TEST_F(StagedComm, HostBuffersPassAsTheyAre) {  // a run's control traffic shares the staged world
+  Communicator& w = world();
+  const int64_t n = 257;
+  std::vector<float> in = values(w.rank(), n), want(n), got(n);
+  ASSERT_TRUE(w.all_reduce(in.data(), want.data(), n, DType::f32).ok());
+  ASSERT_TRUE(staged_->all_reduce(in.data(), got.data(), n, DType::f32).ok());
+  EXPECT_EQ(got, want);
+  int tag = w.rank() == 0 ? 42 : 0;
+  ASSERT_TRUE(staged_->broadcast(&tag, 1, DType::i32, 0).ok());
+  EXPECT_EQ(tag, 42);
 }
 
 TEST_F(StagedComm, SplitsStayStaged) {

@@ -61,6 +61,7 @@ class CpuBackend final : public Backend {
 
   void copy_to_device(void* device, const void* host, size_t bytes) override;
   void copy_to_host(void* host, const void* device, size_t bytes) override;
+  bool is_device_memory(const void*) const override { return false; }
   void synchronize() override {}
 
   Buffer allocate(size_t bytes, MemCategory category, Residency residency = Residency::resident) override {

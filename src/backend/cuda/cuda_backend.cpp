@@ -124,6 +124,15 @@ void CudaBackend::copy_to_host(void* host, const void* device, size_t bytes) {
   check(cudaStreamSynchronize(s), "copy to the host (wait)");
 }
 
+bool CudaBackend::is_device_memory(const void* p) const {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // an unregistered host pointer: not sticky
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
 void CudaBackend::synchronize() {
   for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "synchronize (an op failed on the device)");
 }

@@ -46,6 +46,7 @@ class CudaBackend final : public Backend, private ExternalMemory {
 
   void copy_to_device(void* device, const void* host, size_t bytes) override;
   void copy_to_host(void* host, const void* device, size_t bytes) override;
+  bool is_device_memory(const void* p) const override;
   void synchronize() override;
 
   Buffer allocate(size_t bytes, MemCategory category, Residency residency = Residency::resident) override;
