@@ -12,12 +12,15 @@ PLUGIN="$BUILD/src/backend/libtessera_cuda.so"
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/lib/tessera" "$STAGE/glibc"
-cp "$BUILD/src/cli/tessera" "$BUILD/tests/test_backend" "$BUILD/bench/bench_train_step" "$STAGE/bin/"
+cp "$BUILD/src/cli/tessera" "$BUILD/tests/test_backend" "$BUILD/tests/mpi/test_mpi_comm" "$BUILD/bench/bench_train_step" \
+  "$STAGE/bin/"
 cp "$PLUGIN" "$STAGE/lib/tessera/"
-# Every library of the binaries and the plugin, but CUDA's (found on the GPU machine, matching its driver).
+[[ -f $BUILD/src/comm/libtessera_nccl.so ]] && cp "$BUILD/src/comm/libtessera_nccl.so" "$STAGE/lib/tessera/"
+# Every library of the binaries and the plugins, but CUDA's and NCCL's (found on the GPU machine,
+# matching its driver; NCCL alone is 218 MB).
 for f in "$STAGE"/bin/* "$STAGE"/lib/tessera/*.so; do
   ldd "$f" | awk '/=> \// {print $3} $1 ~ /ld-linux/ {print $1}'
-done | sort -u | grep -vE 'libcudart|libcublas|libcuda\.so|libnvidia' | while read -r lib; do
+done | sort -u | grep -vE 'libcudart|libcublas|libcuda\.so|libnvidia|libnccl' | while read -r lib; do
   # glibc apart: used only through its own loader where the machine's glibc is older than ours.
   if [[ $(basename "$lib") =~ ^(libc|libm|libpthread|libdl|librt|libresolv)\.so|^ld-linux ]]; then
     cp -L "$lib" "$STAGE/glibc/"
@@ -25,13 +28,13 @@ done | sort -u | grep -vE 'libcudart|libcublas|libcuda\.so|libnvidia' | while re
     cp -L "$lib" "$STAGE/lib/"
   fi
 done
-ldd --version | head -1 | awk '{print $NF}' >"$STAGE/GLIBC_VERSION"
+ldd --version | awk 'NR == 1 {print $NF}' >"$STAGE/GLIBC_VERSION"  # awk reads it all: no SIGPIPE under pipefail
 # Open MPI's components and help files, for `tessera train` (a singleton MPI_Init still starts orted).
 if [[ -d /usr/lib/x86_64-linux-gnu/openmpi ]]; then
   mkdir -p "$STAGE/ompi/bin" "$STAGE/ompi/lib/x86_64-linux-gnu" "$STAGE/ompi/share"
   cp -rL /usr/lib/x86_64-linux-gnu/openmpi "$STAGE/ompi/lib/x86_64-linux-gnu/"
   cp -rL /usr/share/openmpi "$STAGE/ompi/share/" 2>/dev/null || true
-  cp -L "$(command -v orted)" "$STAGE/ompi/bin/" 2>/dev/null || true
+  cp -L "$(command -v orted)" "$(command -v mpirun)" "$STAGE/ompi/bin/" 2>/dev/null || true
   for f in "$STAGE"/ompi/bin/* $(find "$STAGE/ompi/lib" -name '*.so'); do ldd "$f" 2>/dev/null || true; done |
     awk '/=> \// {print $3}' | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv)\.so' |
     while read -r lib; do [[ -e $STAGE/lib/$(basename "$lib") ]] || cp -L "$lib" "$STAGE/lib/"; done

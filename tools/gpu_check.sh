@@ -4,7 +4,8 @@
 #   1. every op of the CUDA backend against the CPU oracle, twice (determinism)   CrossBackendOps.*
 #   2. 20-step training of tiny GPT-2 / LLaMA (tied, untied; fp32, bf16) against the CPU     CudaTraining.*
 #   3. the op test under compute-sanitizer memcheck
-#   4. `tessera train` of configs/tiny.toml on the GPU for a few steps, and the step benchmark
+#   4. the NCCL communicator against MPI at world size 1 (test_mpi_comm NcclComm.*), `tessera train`
+#      of configs/tiny.toml on the GPU for a few steps, and the step benchmark
 #      (bench_train_step --device cuda) of bench-small and gpt2 beside PyTorch's on the same GPU
 #      (tools/bench_pytorch.py: eager, and sdpa + torch.compile) -- when the machine's glibc runs the
 #      bundle natively: Open MPI's orted (a singleton MPI_Init starts it) cannot use the carried loader
@@ -28,17 +29,17 @@ tar -C "$B" -xJf "$BUNDLE" || { echo "error: cannot unpack $BUNDLE" >&2; exit 2;
 cuda_libs=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
          $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, q, "lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
-  [[ -e $d/libcublas.so.13 || -e $d/libcudart.so.13 ]] && cuda_libs="$cuda_libs:$d"
+  [[ -e $d/libcublas.so.13 || -e $d/libcudart.so.13 || -e $d/libnccl.so.2 ]] && cuda_libs="$cuda_libs:$d"
 done
 if [[ -z $cuda_libs ]]; then  # elsewhere on the machine
-  for f in $(find /usr /opt -maxdepth 7 \( -name libcublas.so.13 -o -name libcudart.so.13 \) 2>/dev/null); do
+  for f in $(find /usr /opt -maxdepth 7 \( -name libcublas.so.13 -o -name libcudart.so.13 -o -name libnccl.so.2 \) 2>/dev/null); do
     cuda_libs="$cuda_libs:$(dirname "$f")"
   done
 fi
 driver_libs=$(dirname "$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 / {print $NF; exit}')" 2>/dev/null)
-export TESSERA_CUDA_PLUGIN=$B/lib/tessera/libtessera_cuda.so
+export TESSERA_CUDA_PLUGIN=$B/lib/tessera/libtessera_cuda.so TESSERA_NCCL_PLUGIN=$B/lib/tessera/libtessera_nccl.so
 ours=$(cat "$B/GLIBC_VERSION")
-theirs=$(ldd --version 2>/dev/null | head -1 | awk '{print $NF}')
+theirs=$(ldd --version 2>/dev/null | awk 'NR == 1 {print $NF}')
 native=0
 [[ $(printf '%s\n%s\n' "$ours" "$theirs" | sort -V | head -1) == "$ours" ]] && native=1
 [[ ${TESSERA_GPU_CHECK_LOADER:-0} == 1 ]] && native=0  # force the carried loader (to test it)
@@ -82,6 +83,8 @@ if [[ $native == 1 && -x $B/ompi/bin/orted ]]; then
   W=$(mktemp -d)
   cat "$REPO"/README.md "$REPO"/docs/*.md >"$W/corpus.txt"
   step train_prepare "$run" tessera prepare "$W/corpus.txt" --out "$W/data"
+  step nccl env LD_LIBRARY_PATH="$libpath" "$B/ompi/bin/mpirun" -np 1 -x LD_LIBRARY_PATH -x TESSERA_CUDA_PLUGIN -x TESSERA_NCCL_PLUGIN \
+    "$B/bin/test_mpi_comm" --gtest_filter='NcclComm.*:StagedComm.*' --gtest_output=json:"$OUT_DIR/nccl.json"
   step train_cuda "$run" tessera train --config "$REPO/configs/tiny.toml" data.dir="$W/data" \
     train.out_dir="$W/run" train.steps=20 train.device=cuda
   for shape in "bench-small 8 512" "gpt2 4 1024"; do

@@ -1,32 +1,12 @@
 // Finding and loading the CUDA backend's plugin (cuda_plugin.h).
 #include "backend/cuda_plugin.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
-#include <climits>
-#include <cstdlib>
-#include <filesystem>
 #include <mutex>
-#include <vector>
+
+#include "core/plugin_loader.h"
 
 namespace tessera {
 namespace {
-
-std::vector<std::string> candidate_paths() {
-  std::vector<std::string> out;
-  if (const char* env = std::getenv("TESSERA_CUDA_PLUGIN"); env && *env) out.emplace_back(env);
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    out.push_back((std::filesystem::path(exe).parent_path() / ".." / "lib" / "tessera" / "libtessera_cuda.so").string());
-  }
-#ifdef TESSERA_CUDA_PLUGIN_BUILD_PATH
-  out.emplace_back(TESSERA_CUDA_PLUGIN_BUILD_PATH);
-#endif
-  return out;
-}
 
 struct Loaded {
   const CudaPlugin* plugin = nullptr;
@@ -39,26 +19,18 @@ Loaded load() {
     l.why = "this build has no CUDA backend (configured without the CUDA toolkit: see TESSERA_CUDA in docs/cuda.md)";
     return l;
   }
-  for (const std::string& path : candidate_paths()) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) continue;
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* err = dlerror();
-      l.why = "the CUDA backend's plugin " + path + " does not load: " + (err ? err : "?") +
-              " (the CUDA runtime and cuBLAS must be on the library path)";
-      return l;
-    }
-    using Entry = const CudaPlugin* (*)();
-    auto entry = reinterpret_cast<Entry>(dlsym(handle, "tessera_cuda_plugin_v1"));
-    if (!entry) {
-      l.why = path + " is not a Tessera CUDA plugin (no tessera_cuda_plugin_v1)";
-      return l;
-    }
-    l.plugin = entry();
+#ifdef TESSERA_CUDA_PLUGIN_BUILD_PATH
+  const char* build_path = TESSERA_CUDA_PLUGIN_BUILD_PATH;
+#else
+  const char* build_path = nullptr;
+#endif
+  auto entry = load_plugin_entry(
+      {"TESSERA_CUDA_PLUGIN", "libtessera_cuda.so", build_path, "tessera_cuda_plugin_v1", "the CUDA runtime and cuBLAS"});
+  if (!entry.ok()) {
+    l.why = "the CUDA backend: " + entry.status().message();
     return l;
   }
-  l.why = "the CUDA backend's plugin libtessera_cuda.so was not found (set TESSERA_CUDA_PLUGIN to its path)";
+  l.plugin = reinterpret_cast<const CudaPlugin* (*)()>(entry.value())();
   return l;
 }
 
