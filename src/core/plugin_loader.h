@@ -21,4 +21,28 @@ struct PluginSearch {
 // dlopens again (the library is loaded once per process; callers keep what they get).
 Result<void*> load_plugin_entry(const PluginSearch& search);
 
+// The table a plugin's entry returns (`const Table* entry()`), looked up once per Table type for the
+// process (a loaded library belongs to the process); nullptr and *why when there is none. `built`:
+// whether this build made the plugin at all (else `not_built` is the reason).
+template <class Table>
+const Table* plugin_table(const PluginSearch& search, bool built, const char* not_built, std::string* why) {
+  struct Loaded {
+    const Table* table = nullptr;
+    std::string why;
+  };
+  static const Loaded loaded = [&] {
+    Loaded l;
+    if (!built) {
+      l.why = not_built;
+      return l;
+    }
+    auto entry = load_plugin_entry(search);
+    if (!entry.ok()) l.why = entry.status().message();
+    else l.table = reinterpret_cast<const Table* (*)()>(entry.value())();
+    return l;
+  }();
+  if (!loaded.table && why) *why = loaded.why;
+  return loaded.table;
+}
+
 }  // namespace tessera

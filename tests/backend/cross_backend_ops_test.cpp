@@ -25,6 +25,7 @@
 #include "backend/cpu_isa.h"
 #include "core/dtype.h"
 #include "core/rng.h"
+#include "../forwarding_backend.h"
 #include "cross_backend_op_cases.h"
 #include "backend/cuda_plugin.h"
 #include "reachable_memory.h"
@@ -73,32 +74,8 @@ std::string mismatch(const OpRun& oracle, const OpRun& got) {
   return "";
 }
 
-// Forwards every op to another backend; the self-test perturbs one op through it.
-class ForwardingBackend : public Backend {
- public:
-  explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
-  Device device() const override { return inner_.device(); }
-#define TESSERA_FORWARD_OP(name, ret, params, args) \
-  ret name params override { return inner_.name args; }
-  TESSERA_BACKEND_OPS(TESSERA_FORWARD_OP)
-#undef TESSERA_FORWARD_OP
-  void copy_to_device(void* d, const void* h, size_t bytes) override { inner_.copy_to_device(d, h, bytes); }
-  void copy_to_host(void* h, const void* d, size_t bytes) override { inner_.copy_to_host(h, d, bytes); }
-  bool is_device_memory(const void* p) const override { return inner_.is_device_memory(p); }
-  void synchronize() override { inner_.synchronize(); }
-  Buffer allocate(size_t bytes, MemCategory c, Residency r) override { return inner_.allocate(bytes, c, r); }
-  MemoryStats memory_counters() const override { return inner_.memory_counters(); }
-  Stream set_stream(Stream s) override { return inner_.set_stream(s); }
-  Event record_event(Stream s) override { return inner_.record_event(s); }
-  void wait_event(Stream s, Event e) override { inner_.wait_event(s, e); }
-  void synchronize_event(Event e) override { inner_.synchronize_event(e); }
-
- private:
-  Backend& inner_;
-};
-
 // One element of one op off by 0.01 (about 0.2 % of its largest output): a subtly wrong kernel.
-class WrongGelu final : public ForwardingBackend {
+class WrongGelu final : public testing::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
   void gelu_forward(float* out, const float* inp, int64_t n) override {

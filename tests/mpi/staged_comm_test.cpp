@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "comm/staged_communicator.h"
+#include "../forwarding_backend.h"
 #include "mpi_test_world.h"
 
 using namespace tessera;
@@ -20,14 +21,16 @@ namespace {
 constexpr uint8_t kKey = 0xA5;
 
 // Device memory that is not host memory in disguise: its bytes are the host bytes XOR kKey.
-// Its device memory is what DeviceFloats registers; everything else is host memory.
-class ScrambledBackend final : public Backend {
+struct OwnsCpuBackend {
+  CpuBackend cpu;
+};
+
+// Its device memory is what DeviceFloats registers, holding the host bytes XOR kKey; everything
+// else is host memory. Ops run on a CpuBackend.
+class ScrambledBackend final : private OwnsCpuBackend, public tessera::testing::ForwardingBackend {
  public:
+  ScrambledBackend() : ForwardingBackend(cpu) {}
   Device device() const override { return Device::cuda; }
-#define TESSERA_FORWARD(name, ret, params, args) \
-  ret name params override { return inner_.name args; }
-  TESSERA_BACKEND_OPS(TESSERA_FORWARD)
-#undef TESSERA_FORWARD
   void copy_to_device(void* d, const void* h, size_t n) override {
     for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(d)[i] = static_cast<const uint8_t*>(h)[i] ^ kKey;
   }
@@ -42,16 +45,8 @@ class ScrambledBackend final : public Backend {
   }
   void add_region(const uint8_t* p, size_t n) { regions_.emplace_back(p, n); }
   void remove_region(const uint8_t* p) { std::erase_if(regions_, [p](const auto& r) { return r.first == p; }); }
-  void synchronize() override {}
-  Buffer allocate(size_t b, MemCategory c, Residency r) override { return inner_.allocate(b, c, r); }
-  MemoryStats memory_counters() const override { return inner_.memory_counters(); }
-  Stream set_stream(Stream s) override { return inner_.set_stream(s); }
-  Event record_event(Stream s) override { return inner_.record_event(s); }
-  void wait_event(Stream s, Event e) override { inner_.wait_event(s, e); }
-  void synchronize_event(Event e) override { inner_.synchronize_event(e); }
 
  private:
-  CpuBackend inner_;
   std::vector<std::pair<const uint8_t*, size_t>> regions_;
 };
 
