@@ -4,27 +4,24 @@
 #include "core/plugin_loader.h"
 
 namespace tessera {
+namespace {
 
-bool cuda_plugin_built() {
 #ifdef TESSERA_CUDA_PLUGIN_BUILD_PATH
-  return true;
+constexpr const char* kBuildPath = TESSERA_CUDA_PLUGIN_BUILD_PATH;
 #else
-  return false;
+constexpr const char* kBuildPath = nullptr;  // configured without it
 #endif
-}
+
+}  // namespace
+
+bool cuda_plugin_built() { return kBuildPath != nullptr; }
 
 const CudaPlugin* load_cuda_plugin(std::string* why) {
-#ifdef TESSERA_CUDA_PLUGIN_BUILD_PATH
-  const char* build_path = TESSERA_CUDA_PLUGIN_BUILD_PATH;
-#else
-  const char* build_path = nullptr;
-#endif
-  return plugin_table<CudaPlugin>({"TESSERA_CUDA_PLUGIN", "libtessera_cuda.so", build_path, "tessera_cuda_plugin_v1",
-                                   "the CUDA runtime and cuBLAS"},
-                                  cuda_plugin_built(),
-                                  "this build has no CUDA backend (configured without the CUDA toolkit: see "
-                                  "TESSERA_CUDA in docs/cuda.md)",
-                                  why);
+  const PluginSearch search{"TESSERA_CUDA_PLUGIN", "libtessera_cuda.so", kBuildPath, "tessera_cuda_plugin_v1",
+                            "the CUDA runtime and cuBLAS"};
+  return plugin_table<CudaPlugin>(
+      search, "this build has no CUDA backend (configured without the CUDA toolkit: see TESSERA_CUDA in docs/cuda.md)",
+      why);
 }
 
 }  // namespace tessera

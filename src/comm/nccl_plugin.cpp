@@ -4,26 +4,23 @@
 #include "core/plugin_loader.h"
 
 namespace tessera {
+namespace {
 
-bool nccl_plugin_built() {
 #ifdef TESSERA_NCCL_PLUGIN_BUILD_PATH
-  return true;
+constexpr const char* kBuildPath = TESSERA_NCCL_PLUGIN_BUILD_PATH;
 #else
-  return false;
+constexpr const char* kBuildPath = nullptr;  // configured without it
 #endif
-}
+
+}  // namespace
+
+bool nccl_plugin_built() { return kBuildPath != nullptr; }
 
 const NcclPlugin* load_nccl_plugin(std::string* why) {
-#ifdef TESSERA_NCCL_PLUGIN_BUILD_PATH
-  const char* build_path = TESSERA_NCCL_PLUGIN_BUILD_PATH;
-#else
-  const char* build_path = nullptr;
-#endif
-  return plugin_table<NcclPlugin>({"TESSERA_NCCL_PLUGIN", "libtessera_nccl.so", build_path, "tessera_nccl_plugin_v1",
-                                   "NCCL and the CUDA runtime"},
-                                  nccl_plugin_built(),
-                                  "this build has no NCCL communicator (configured without CUDA or NCCL: docs/cuda.md)",
-                                  why);
+  const PluginSearch search{"TESSERA_NCCL_PLUGIN", "libtessera_nccl.so", kBuildPath, "tessera_nccl_plugin_v1",
+                            "NCCL and the CUDA runtime"};
+  return plugin_table<NcclPlugin>(
+      search, "this build has no NCCL communicator (configured without CUDA or NCCL: docs/cuda.md)", why);
 }
 
 }  // namespace tessera

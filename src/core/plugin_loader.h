@@ -12,7 +12,7 @@ namespace tessera {
 struct PluginSearch {
   const char* env_var;      // "TESSERA_CUDA_PLUGIN"
   const char* file_name;    // "libtessera_cuda.so"
-  const char* build_path;   // where the build made it, or nullptr
+  const char* build_path;   // where the build made it; nullptr: this build did not make it
   const char* entry;        // the extern "C" function it exports
   const char* needs;        // what it loads, for the error: "the CUDA runtime and cuBLAS"
 };
@@ -22,17 +22,17 @@ struct PluginSearch {
 Result<void*> load_plugin_entry(const PluginSearch& search);
 
 // The table a plugin's entry returns (`const Table* entry()`), looked up once per Table type for the
-// process (a loaded library belongs to the process); nullptr and *why when there is none. `built`:
-// whether this build made the plugin at all (else `not_built` is the reason).
+// process (a loaded library belongs to the process); nullptr and *why when there is none. A search
+// without a build path is a build that did not make the plugin: `not_built` is then the reason.
 template <class Table>
-const Table* plugin_table(const PluginSearch& search, bool built, const char* not_built, std::string* why) {
+const Table* plugin_table(const PluginSearch& search, const char* not_built, std::string* why) {
   struct Loaded {
     const Table* table = nullptr;
     std::string why;
   };
   static const Loaded loaded = [&] {
     Loaded l;
-    if (!built) {
+    if (!search.build_path) {
       l.why = not_built;
       return l;
     }
