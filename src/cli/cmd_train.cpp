@@ -49,6 +49,10 @@ nlohmann::json summary_json(const TrainSummary& s, const RunConfig& cfg, int wor
 
 int run_train(const TrainArgs& a) {
   MpiRuntime mpi;
+  // SIGTERM/SIGINT/SIGUSR1: stop after the current step with a checkpoint. Installed after MPI_Init
+  // (which leaves these signals alone in Open MPI 4.1) and before any compute thread starts (the
+  // auto layout's measurement below already runs oneDNN).
+  PreemptionSignals stop_signals;
   const bool multi = mpi.world_size() > 1;
   if (multi) set_log_rank(mpi.world_rank());
   // On a many-rank job an error on one rank must end the whole job, not leave the others waiting.
@@ -90,9 +94,6 @@ int run_train(const TrainArgs& a) {
     if (!cfg.ok()) return fail_job_on(cfg.status());
     if (mpi.world_rank() == 0 && !a.json) std::printf("%s\n", chosen->why.c_str());
   }
-  // SIGTERM/SIGINT/SIGUSR1: stop after the current step with a checkpoint. Installed after MPI_Init
-  // (which leaves these signals alone in Open MPI 4.1).
-  PreemptionSignals stop_signals;
   TrainerOptions opts;
   opts.resume = a.resume == "latest";
   opts.resume_auto = launch.resume_auto || a.resume == "auto";

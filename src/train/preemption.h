@@ -4,7 +4,9 @@
 // (agree_on_stop_signal), so all ranks stop after the same step even when only one was signalled.
 #pragma once
 #include <csignal>
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -12,7 +14,9 @@
 namespace tessera {
 
 // Installs the handlers for the lifetime of the object (one per process) and restores the previous
-// ones afterwards. A second SIGINT while a stop is pending writes a message and _exit(130)s: the
+// ones afterwards. Construct it on the main thread before any compute thread starts: it blocks the
+// signals there (threads started later inherit that) and takes them on a watcher thread of its own,
+// so no handler ever interrupts a kernel. A second SIGINT while a stop is pending writes a message and _exit(130)s: the
 // user asked twice, nothing is saved.
 class PreemptionSignals {
  public:
@@ -26,6 +30,9 @@ class PreemptionSignals {
 
  private:
   struct sigaction previous_[3];
+  sigset_t previous_mask_;
+  std::atomic<bool> closing_{false};
+  std::thread watcher_;  // sigtimedwait()s the signals, which every later thread blocks
 };
 
 // The stop signal the ranks agree on: the largest signal number any rank of `world` received (0:
