@@ -46,9 +46,8 @@ PreemptionSignals::PreemptionSignals() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // file writes and MPI's polls go on as if nothing happened
   for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &sa, &previous_[i]);
-  // A handler must never run on a compute thread: a signal landing inside oneDNN's JIT sgemm
-  // corrupts its heap (reproduced: 6 of 32 four-rank runs given a SIGUSR1 mid-step aborted in
-  // dnnl_sgemm's free). So this thread, and every thread it starts from now on (OpenMP's, oneDNN's,
+  // A handler must never run on a compute thread: with it free to, 6 of 32 four-rank runs given a
+  // SIGUSR1 mid-run aborted on a corrupted heap, always inside dnnl_sgemm's free (0 of 32 blocked). So this thread, and every thread it starts from now on (OpenMP's, oneDNN's,
   // the loader's, the checkpoint writer's), blocks them; they reach the handler on a thread that
   // does not block them (MPI's own), or else the watcher takes them.
   const sigset_t set = stop_signal_set();
