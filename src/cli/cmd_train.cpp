@@ -106,6 +106,7 @@ int run_train(const TrainArgs& a) {
   opts.stop_after_steps = a.stop_after;
   opts.verify_replicas = a.verify_replicas;
   opts.ranks_per_node = mpi.ranks_on_this_node();
+  opts.rank_on_node = mpi.rank_on_this_node();
   opts.stop_signal = &stop_signals.received();
   auto summary = run_training(cfg.value(), *world.value(), opts);
   if (!summary.ok()) return fail_job_on(summary.status());

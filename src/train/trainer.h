@@ -28,6 +28,7 @@ struct TrainerOptions {
   std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)
   int64_t stop_after_steps = -1;  // stop (with a checkpoint) after this many steps of this invocation
   bool verify_replicas = false;   // after every step, check that all dp replicas hold bitwise-equal parameters
+  int rank_on_node = 0;           // this rank among them (MpiRuntime::rank_on_this_node): picks its GPU
   int ranks_per_node = 1;         // ranks sharing this machine's cores (MpiRuntime::ranks_on_this_node)
   // PreemptionSignals::received() (train/preemption.h): a stop signal makes every rank stop after the
   // same step with a checkpoint of it. Null (on every rank): signals are not watched.

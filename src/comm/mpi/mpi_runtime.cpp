@@ -29,6 +29,7 @@ MpiRuntime::MpiRuntime(int thread_level) {
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
       node != MPI_COMM_NULL) {
     MPI_Comm_size(node, &local_size_);
+    MPI_Comm_rank(node, &local_rank_);
     MPI_Comm_free(&node);
   }
   MPI_Comm_dup(MPI_COMM_WORLD, &failure_channel_);

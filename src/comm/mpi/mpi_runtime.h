@@ -32,11 +32,12 @@ class MpiRuntime {
   // Ranks of this job on this machine (MPI_COMM_TYPE_SHARED), so a rank can share the cores with
   // its neighbours; asked of MPI rather than of a launcher's environment (mpirun, srun, hydra).
   int ranks_on_this_node() const { return local_size_; }
+  int rank_on_this_node() const { return local_rank_; }  // 0 .. ranks_on_this_node() - 1
   // Ends the job on this rank's error with one report for all the ranks that hit it (job_failure.h).
   [[noreturn]] void end_job_on_error(const Status& status, int exit_code) const;
 
  private:
-  int rank_ = 0, size_ = 1, provided_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, provided_ = 0, local_size_ = 1, local_rank_ = 0;
   MPI_Comm failure_channel_ = MPI_COMM_NULL;  // a duplicate of the world for failure reports only
   bool owns_ = false;
 };
