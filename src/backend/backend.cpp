@@ -24,14 +24,13 @@ std::string cuda_build_summary() {
   return cuda->device_count() > 0 ? arch + "; device 0: " + cuda->device_summary(0) : arch + "; no CUDA device visible";
 }
 
-Result<std::unique_ptr<Backend>> make_backend(Device device, DevicePlacement placement) {
+Result<std::unique_ptr<Backend>> make_backend(Device device, NodeRank rank) {
   if (device == Device::cpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>());
   std::string why;
   const CudaPlugin* cuda = load_cuda_plugin(&why);
   if (!cuda)
     return invalid_argument("train.device = \"cuda\": " + why + "; use train.device = \"cpu\"");
-  placement.visible_devices = cuda->device_count();
-  TS_ASSIGN_OR_RETURN(const int ordinal, assign_device(placement));
+  TS_ASSIGN_OR_RETURN(const int ordinal, assign_device(rank, cuda->device_count()));
   Backend* be = cuda->open(ordinal, log_rank(), &why);
   if (!be) return invalid_argument(why);
   return std::unique_ptr<Backend>(be);

@@ -249,9 +249,8 @@ class StreamScope {
 // (sm_90); device 0: NVIDIA H200 (...)" / "...; no CUDA device visible".
 std::string cuda_build_summary();
 
-// The backend for train.device; a GPU's is the device assign_device picks for `placement` (its
-// visible_devices is filled in here). A device this build has no backend for is an error naming
-// what the build has.
-Result<std::unique_ptr<Backend>> make_backend(Device device, DevicePlacement placement = {});
+// The backend for train.device; a GPU's is the device assign_device picks for this rank. A device
+// this build has no backend for is an error naming what the build has.
+Result<std::unique_ptr<Backend>> make_backend(Device device, NodeRank rank = {});
 
 }  // namespace tessera

@@ -8,13 +8,12 @@
 
 namespace tessera {
 
-struct DevicePlacement {
-  int local_rank = 0;       // this rank among the job's ranks on this machine
-  int ranks_on_node = 1;    // the job's ranks on this machine
-  int visible_devices = 0;  // devices this process sees
+struct NodeRank {
+  int local_rank = 0;     // this rank among the job's ranks on this machine
+  int ranks_on_node = 1;  // the job's ranks on this machine
 };
 
-// The device ordinal for this rank, or an error naming the problem and the way out.
-Result<int> assign_device(const DevicePlacement& p);
+// The device ordinal for this rank among `visible_devices`, or an error naming the problem and the way out.
+Result<int> assign_device(NodeRank r, int visible_devices);
 
 }  // namespace tessera

@@ -11,7 +11,8 @@
 namespace tessera {
 namespace {
 
-// The one piece of global state: a signal handler can reach nothing else.
+// The one piece of global state: a signal handler can reach nothing else (the watcher thread
+// writes it through the same function).
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 constexpr int kStopSignals[3] = {SIGTERM, SIGINT, SIGUSR1};
@@ -47,9 +48,10 @@ PreemptionSignals::PreemptionSignals() {
   sa.sa_flags = SA_RESTART;  // file writes and MPI's polls go on as if nothing happened
   for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &sa, &previous_[i]);
   // A handler must never run on a compute thread: with it free to, 6 of 32 four-rank runs given a
-  // SIGUSR1 mid-run aborted on a corrupted heap, always inside dnnl_sgemm's free (0 of 32 blocked). So this thread, and every thread it starts from now on (OpenMP's, oneDNN's,
-  // the loader's, the checkpoint writer's), blocks them; they reach the handler on a thread that
-  // does not block them (MPI's own), or else the watcher takes them.
+  // SIGUSR1 mid-run aborted on a corrupted heap, always inside dnnl_sgemm's free (0 of 32 blocked).
+  // So this thread, and every thread it starts from now on (OpenMP's, oneDNN's, the loader's, the
+  // checkpoint writer's), blocks them; they reach the handler on a thread that does not block them
+  // (MPI's own), or else the watcher takes them.
   const sigset_t set = stop_signal_set();
   pthread_sigmask(SIG_BLOCK, &set, &previous_mask_);
   watcher_ = std::thread([this, set] {

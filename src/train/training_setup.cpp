@@ -364,7 +364,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
 
   // Before the first kernel and the first oneDNN call: oneDNN takes its ISA cap only before its first use.
   TS_RETURN_IF_ERROR(agree_on(world, select_cpu_isa(cfg.train.cpu_isa)));
-  Result<std::unique_ptr<Backend>> backend = make_backend(cfg.train.device, {opts.rank_on_node, opts.ranks_per_node, 0});
+  Result<std::unique_ptr<Backend>> backend = make_backend(cfg.train.device, {opts.rank_on_node, opts.ranks_per_node});
   TS_RETURN_IF_ERROR(agree_on(world, backend.status()));
   run->backend = std::move(backend).value();
   run->threads = choose_threads(cfg.train.threads, opts.ranks_per_node);

@@ -11,7 +11,7 @@ namespace {
 std::vector<int> ordinals(int ranks, int devices) {
   std::vector<int> out;
   for (int r = 0; r < ranks; ++r) {
-    Result<int> d = assign_device({r, ranks, devices});
+    Result<int> d = assign_device({r, ranks}, devices);
     EXPECT_TRUE(d.ok()) << d.status().message();
     out.push_back(d.ok() ? *d : -1);
   }
@@ -27,13 +27,13 @@ TEST(DeviceAssignment, RanksOnAMachineTakeItsDevicesRoundRobin) {
 }
 
 TEST(DeviceAssignment, NoDeviceOrAnImpossibleRankIsAnError) {
-  Result<int> none = assign_device({0, 1, 0});
+  Result<int> none = assign_device({0, 1}, 0);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("no CUDA device"), std::string::npos) << none.status().message();
   EXPECT_NE(none.status().message().find("train.device = \"cpu\""), std::string::npos);
-  EXPECT_FALSE(assign_device({2, 2, 1}).ok());
-  EXPECT_FALSE(assign_device({-1, 2, 1}).ok());
-  EXPECT_FALSE(assign_device({0, 0, 1}).ok());
+  EXPECT_FALSE(assign_device({2, 2}, 1).ok());
+  EXPECT_FALSE(assign_device({-1, 2}, 1).ok());
+  EXPECT_FALSE(assign_device({0, 0}, 1).ok());
 }
 
 }  // namespace
