@@ -14,7 +14,7 @@ namespace tessera {
 
 // One link's alpha-beta cost: a message of n bytes takes alpha_s + n / bandwidth seconds.
 struct LinkSpec {
-  double latency_s = 0;  // alpha
+  double latency_s = 0;  // alpha: per ring step (a ring all-reduce over n takes 2 (n - 1) of them)
   double bandwidth = 0;  // bytes/s per device, one direction (1 / beta)
 };
 

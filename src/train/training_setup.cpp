@@ -146,7 +146,6 @@ Status build_training_model(TrainingRun& run) {
   ExpertParallelHooks* ep_hooks = run.ep_hooks.get();
   // Context parallelism: the models run on this rank's seq_len / cp positions.
   const int64_t model_seq_len = cfg.data.seq_len / grid.shape().cp;
-  DataLoader* loader = run.loader.get();
   if (is_param_server_run(cfg)) {  // pushes after the tp / pp corrections; no per-layer callbacks
     TS_ASSIGN_OR_RETURN(run.sync, make_param_server_worker(run, chunks, groups));
     auto* worker = static_cast<ParamServerWorker*>(run.sync.get());  // what make_param_server_worker makes
