@@ -74,8 +74,12 @@ import json, sys
 out, auto_isa, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 runs = [json.load(open(f)) for f in files]
 rows = []
+# The speed targets of the ISA issue (gpt2 2.0x, the rest 1.5x the best PyTorch), and what Tessera's whole
+# step would need to reach one: the target's tokens/s times Tessera's FLOPs per token, as a share of the
+# same-run sgemm peak (above ~90 % no framework gets there: norms, softmax and AdamW cannot run at it).
+TARGETS = {"gpt2": 2.0}
 print(f"{'model':<12} {'thr':>3} {'tessera level':<14} {'tok/s':>8} {'best pytorch':<28} {'tok/s':>8} {'ratio':>6} "
-      f"{'% peak':>7} {'RSS MiB T/P':>12}")
+      f"{'% peak':>7} {'target':>6} {'needs % peak':>12} {'RSS MiB T/P':>12}")
 for t in (r for r in runs if r["impl"] == "tessera"):
     # A forced avx2 below the native level meets PyTorch capped at AVX2 too; every other level, PyTorch as is.
     cap = "avx2" if t["cpu_isa"] == "avx2" and auto_isa != "avx2" else "native"
@@ -86,9 +90,13 @@ for t in (r for r in runs if r["impl"] == "tessera"):
     best = max(same, key=lambda p: p["tokens_per_s"])
     name = f"{best['torch'].split('+')[0]} {best.get('attention', 'manual')}" + (" compile" if best.get("compiled") else "")
     ratio = t["tokens_per_s"] / best["tokens_per_s"]
-    rows.append({"tessera": t, "pytorch_best": best, "pytorch_all": same, "ratio": ratio})
+    target = TARGETS.get(t["model"], 1.5)
+    needs = target * best["tokens_per_s"] * (t["gflops"] / t["tokens_per_s"]) / t["sgemm_peak_gflops"]
+    rows.append({"tessera": t, "pytorch_best": best, "pytorch_all": same, "ratio": ratio, "target_ratio": target,
+                 "target_needs_peak_fraction": needs})
     print(f"{t['model']:<12} {t['threads']:>3} {t['cpu_isa']:<14} {t['tokens_per_s']:>8.0f} {name:<28} "
-          f"{best['tokens_per_s']:>8.0f} {ratio:>6.2f} {100*t['mfu']:>6.1f}% {t['peak_rss_mb']:>5.0f}/{best['peak_rss_mb']:<6.0f}")
+          f"{best['tokens_per_s']:>8.0f} {ratio:>6.2f} {100*t['mfu']:>6.1f}% {target:>5.1f}x {100*needs:>11.1f}% "
+          f"{t['peak_rss_mb']:>5.0f}/{best['peak_rss_mb']:<6.0f}")
 print("every PyTorch variant (tok/s):")
 for p in (r for r in runs if r["impl"] == "pytorch"):
     print(f"  {p['model']:<12} {p['threads']:>3} torch {p['torch']:<16} {p.get('attention', 'manual'):<7} "
