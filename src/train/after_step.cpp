@@ -54,7 +54,11 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, cons
   add_moe_counters(run.timeline, Timeline::now_s(), moe);
   const double tok_s = run.tokens_per_step() / dt;
   const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();
-  const double mfu = flops_per_step / dt / 1e9 / (run.peak_gflops * run.world.size());
+  const double peak_before = run.peak->gflops();
+  const double mfu = run.peak->mfu(flops_per_step / dt / 1e9 / run.world.size());
+  if (run.peak->gflops() != peak_before)
+    log_info("step " + std::to_string(step) + ": a step beat the start-up sgemm peak (" + std::to_string(static_cast<int>(peak_before)) +
+             " GFLOP/s, a busy moment); measured again: " + std::to_string(static_cast<int>(run.peak->gflops())) + " GFLOP/s");
   TrainEvent ev;
   ev.step = step; ev.loss = r.loss; ev.lr = lr; ev.grad_norm = r.grad_norm; ev.tokens_per_s = tok_s;
   ev.mfu = mfu; ev.mem_mb = mem_mb(); ev.time_s = Timeline::now_s() - run.clock.run_start;

@@ -26,6 +26,7 @@
 #include "train/async_checkpoint.h"
 #include "train/fault_injection.h"
 #include "train/heartbeat_file.h"
+#include "train/matmul_peak.h"
 #include "train/moe_report.h"
 #include "train/numerics_fault.h"
 #include "observe/metrics.h"
@@ -79,7 +80,7 @@ struct TrainingRun {
   ParallelLayout layout;           // dp x tp x pp, schedule and stage split
   bool finished_ok = false;
   int threads = 1;
-  double peak_gflops = 0;          // sgemm peak of this rank's threads, measured at set-up
+  std::optional<MatmulPeak> peak;  // sgemm peak of this rank's threads: measured at set-up, again if a step beats it
   // The step-time model's prediction for this run (train/step_time_report.h) and the hardware it used;
   // none for a parameter-server run (not modelled).
   std::optional<StepTimePrediction> prediction;
