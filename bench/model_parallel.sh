@@ -17,6 +17,8 @@
 # Writes bench/results/model_parallel.json (+ the rep-1 pipeline traces) and prints a table.
 # Usage: bench/model_parallel.sh [build_dir] [steps]
 #   (env: MODEL=bench-small SEQ=128 MB=4 ACCUM=4 REPS=2 BIND=core TIMEOUT=180; ONLY=<regex>: those labels only;
+#    EXTRA="model.n_layer=12": overrides for every layout; RESULT=name: bench/results/<name>.json and
+#    <name>_trace_<label>.json instead of model_parallel;
 #    TABLE_ONLY=1 re-derives the table and summary from the runs stored in the JSON, running nothing)
 set -euo pipefail
 BUILD=${1:-build}
@@ -25,6 +27,8 @@ MODEL=${MODEL:-bench-small}; SEQ=${SEQ:-128}; MB=${MB:-4}; ACCUM=${ACCUM:-4}; RE
 BIND=${BIND:-core}; TIMEOUT=${TIMEOUT:-180}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$HERE/bench/results
+RESULT=${RESULT:-model_parallel}
+EXTRA=${EXTRA:-}
 TESSERA=$(cd "$BUILD" && pwd)/src/cli/tessera
 GLOBAL=$((MB * SEQ * ACCUM))  # tokens per step, every layout
 mkdir -p "$OUT"
@@ -64,17 +68,17 @@ for rep in $(seq 1 "$REPS"); do
         "$TMP/memwrap.sh" "$TESSERA" train --config "$HERE/tests/configs/tiny.toml" model.preset="$MODEL" \
         data.dir="$TMP/kjv" data.seq_len="$SEQ" train.threads=1 train.micro_batch="$MB" train.batch_tokens="$GLOBAL" \
         train.steps="$STEPS" train.eval_interval=0 train.log_interval=1 train.timeout_s=120 \
-        train.out_dir="$run.out" $over "${trace[@]}" > "$run.log" 2>&1; then rc=0; else rc=$?; fi
+        train.out_dir="$run.out" $EXTRA $over "${trace[@]}" > "$run.log" 2>&1; then rc=0; else rc=$?; fi
     wall=$(echo "$(date +%s.%N) - $t0" | bc)
     done_line=$(tr '\r' '\n' < "$run.log" | grep '^done:' || true)
     printf 'rep %s %-24s rc %s, %5.1f s  %s\n' "$rep" "$label" "$rc" "$wall" "${done_line:-(no done line)}" >&2
     [[ $rc == 0 ]] || tr '\r' '\n' < "$run.log" | tail -5 | sed 's/^/    /' >&2
     echo "$label $rep $np $rc $wall $run" >> "$TMP/runs.txt"
-    if [[ $rep == 1 && $label == pp* && -f $run.trace.json ]]; then cp "$run.trace.json" "$OUT/model_parallel_trace_$label.json"; fi
+    if [[ $rep == 1 && $label == pp* && -f $run.trace.json ]]; then cp "$run.trace.json" "$OUT/${RESULT}_trace_$label.json"; fi
   done
 done
 
-/usr/bin/python3 - "$OUT/model_parallel.json" "$TMP/runs.txt" "$MODEL" "$SEQ" "$MB" "$ACCUM" "$STEPS" "$BIND" "${TABLE_ONLY:-0}" <<'PY'
+/usr/bin/python3 - "$OUT/$RESULT.json" "$TMP/runs.txt" "$MODEL" "$SEQ" "$MB" "$ACCUM" "$STEPS" "$BIND" "${TABLE_ONLY:-0}" <<'PY'
 import glob, json, re, statistics, sys
 out, runs_txt, model, seq, mb, accum, steps, bind, table_only = sys.argv[1:10]
 seq, mb, accum, steps = int(seq), int(mb), int(accum), int(steps)
