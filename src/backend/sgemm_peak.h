@@ -5,8 +5,26 @@
 
 namespace tessera::ops {
 
-// Best GFLOP/s of `reps` n x n x n sgemm calls after one warm-up call. Best-of rather than mean,
-// because a single timing is easily disturbed by whatever else runs.
+// When to stop timing: a core that was idle runs its first tens of milliseconds slower (its clock
+// rising, a virtual CPU being scheduled back), so a fixed count of calls right at start-up can see
+// only the slow ones (measured: 8 calls at 170-185 GFLOP/s, then 300-360). Timings go on until
+// `settled_after` calls in a row fail to beat the best by more than 3 %.
+class PeakSearch {
+ public:
+  explicit PeakSearch(int settled_after) : settled_after_(settled_after < 1 ? 1 : settled_after) {}
+  // One timing's rate; true while more timings are wanted.
+  bool add(double rate);
+  double best() const { return best_; }
+
+ private:
+  int settled_after_;
+  int since_gain_ = 0;
+  double best_ = 0;
+};
+
+// Best GFLOP/s of n x n x n sgemm calls after one warm-up call, timed until the rate settles
+// (PeakSearch(reps)) or for 0.5 s at most. Best-of rather than mean, because a single timing is easily
+// disturbed by whatever else runs.
 double measure_sgemm_peak_gflops(int64_t n = 1024, int reps = 8);
 
 }  // namespace tessera::ops

@@ -9,17 +9,26 @@
 
 namespace tessera::ops {
 
+bool PeakSearch::add(double rate) {
+  if (rate > best_ * 1.03) since_gain_ = 0;
+  else ++since_gain_;
+  best_ = std::max(best_, rate);
+  return since_gain_ < settled_after_;
+}
+
 double measure_sgemm_peak_gflops(int64_t n, int reps) {
+  using clock = std::chrono::steady_clock;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.f);
   sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-  double best = 0;
-  for (int rep = 0; rep < reps; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
+  PeakSearch search(reps);
+  const auto start = clock::now();
+  for (bool more = true; more && std::chrono::duration<double>(clock::now() - start).count() < 0.5;) {
+    const auto t0 = clock::now();
     sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * n / dt / 1e9);
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    more = search.add(2.0 * n * n * n / dt / 1e9);
   }
-  return best;
+  return search.best();
 }
 
 }  // namespace tessera::ops
