@@ -11,12 +11,16 @@
 # Ranks beyond the cores (the 4-rank layouts on 2 cores) share cores, which the model does not know.
 # Usage: bench/step_time_vs_measured.sh [build_dir] [steps]
 #   (env: TARGET=0.15 relative error allowed; ONLY=label,label; HARDWARE=file to skip calibrating, or
-#    HARDWARE=start for each run's own brief measurement at start (no train.hardware); TIMEOUT=300 per run)
+#    HARDWARE=start for each run's own brief measurement at start (no train.hardware); TIMEOUT=300 per run;
+#    MODEL="model.preset=bench-small data.seq_len=128 train.micro_batch=2": another model, its micro-batch
+#    of 256 tokens like the default's; RESULT=name: bench/results/<name>.json)
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 STEPS=${2:-30}
 TARGET=${TARGET:-0.15}
 TIMEOUT=${TIMEOUT:-300}
+MODEL=${MODEL:-model.n_layer=4 model.d_model=128 model.d_ff=512 data.seq_len=64 train.micro_batch=4}
+RESULT=${RESULT:-step_time_vs_measured}
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 CONFIG=$HERE/tests/configs/tiny.toml
@@ -30,8 +34,7 @@ elif [[ $HARDWARE == start ]]; then
   HW_KEY= HW=/dev/null
 fi
 
-BASE="model.n_layer=4 model.d_model=128 model.d_ff=512 data.seq_len=64 train.micro_batch=4 train.threads=1
-      train.eval_interval=0 train.log_interval=1 train.steps=$STEPS data.dir=$TMP/kjv $HW_KEY"
+BASE="$MODEL train.threads=1 train.eval_interval=0 train.log_interval=1 train.steps=$STEPS data.dir=$TMP/kjv $HW_KEY"
 CONFIGS=(  # label|ranks|overrides
   "dp1|1|train.batch_tokens=256"
   "dp1_accum4|1|train.batch_tokens=1024"
@@ -68,7 +71,7 @@ for entry in "${CONFIGS[@]}"; do
 done
 echo "load after: $(uptime)"
 
-/usr/bin/python3 - "$TMP" "$OUT/step_time_vs_measured.json" "$TARGET" "$STEPS" "$HW" "$(uptime)" <<'PY'
+/usr/bin/python3 - "$TMP" "$OUT/$RESULT.json" "$TARGET" "$STEPS" "$HW" "$(uptime)" <<'PY'
 import json, sys, datetime
 tmp, out_path, target, steps, hw_path, load = sys.argv[1:7]
 target, steps = float(target), int(steps)
