@@ -93,9 +93,11 @@ int run_plan_calibrate(const std::string& out, const std::string& name, bool qui
   o.quick = quick;
   HardwareSpec h = calibrate_device(o, mpi.ranks_on_this_node());
   h.name = name;
-  // Not measurable here: a single-node machine's "network" is its intra-node link; overlap on a CPU
-  // is partial (MPI progresses only inside MPI calls, and a message copy takes the rank's own core).
-  h.overlap_efficiency = 0.5;
+  // Not measurable here: a single-node machine's "network" is its intra-node link. One rank has no
+  // overlap to measure; the trainer's old assumption for CPUs stands in.
+  auto overlap = calibrate_overlap(**world, o);
+  if (!overlap.ok()) return fail(overlap.status());
+  h.overlap_efficiency = (*world)->size() > 1 ? *overlap : 0.5;
   h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
   auto coll = calibrate_collectives(**world, o);
   if (!coll.ok()) return fail(coll.status());

@@ -93,6 +93,20 @@ double compute_scale_of(const HardwareSpec& h, int reps) {
   return predicted > 0 ? std::clamp(measured / predicted, 0.25, 8.0) : 1.0;
 }
 
+// The slowest rank's seconds of `fn` (started together after a barrier), best of `reps`.
+Result<double> group_seconds(Communicator& group, int reps, const std::function<Status()>& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
+    TS_RETURN_IF_ERROR(group.barrier());
+    const auto t0 = std::chrono::steady_clock::now();
+    TS_RETURN_IF_ERROR(fn());
+    float t = std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
+    TS_RETURN_IF_ERROR(group.all_reduce(&t, &t, 1, DType::f32, ReduceOp::max));
+    if (r > 0) best = std::min(best, static_cast<double>(t));
+  }
+  return best;
+}
+
 }  // namespace
 
 HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node) {
@@ -152,15 +166,9 @@ Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& worl
     std::vector<double> xs, ts;
     std::vector<float> buf(4 << 20, 1.f);  // 16 MiB
     for (int64_t n = 1; n <= (4 << 20); n *= o.quick ? 64 : 4) {
-      double best = 1e30;
-      for (int r = 0; r < (o.quick ? 2 : o.reps) + 1; ++r) {
-        TS_RETURN_IF_ERROR(group->barrier());
-        const auto t0 = std::chrono::steady_clock::now();
-        TS_RETURN_IF_ERROR(group->all_reduce(buf.data(), buf.data(), n, DType::f32));
-        float t = std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
-        TS_RETURN_IF_ERROR(group->all_reduce(&t, &t, 1, DType::f32, ReduceOp::max));  // the slowest rank's
-        if (r > 0) best = std::min(best, static_cast<double>(t));
-      }
+      TS_ASSIGN_OR_RETURN(double best, group_seconds(*group, o.quick ? 2 : o.reps, [&] {
+                            return group->all_reduce(buf.data(), buf.data(), n, DType::f32);
+                          }));
       xs.push_back(4.0 * static_cast<double>(n));
       ts.push_back(best);
     }
@@ -178,6 +186,45 @@ Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& worl
     out.push_back(m);
   }
   return out;
+}
+
+double overlap_from_timings(double comm_alone, double compute_alone, double both) {
+  if (comm_alone <= 0) return 1.0;
+  const double exposed = std::max(0.0, both - compute_alone);
+  return std::clamp(1.0 - exposed / comm_alone, 0.0, 1.0);
+}
+
+Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& o) {
+  if (world.size() < 2) return 1.0;
+  const int reps = o.quick ? 4 : o.reps;  // a difference of two timings: more of them than elsewhere
+  std::vector<float> buf(1 << 20, 1.f);  // 4 MiB: the default gradient bucket (parallel.bucket_mb)
+  const auto n = static_cast<int64_t>(buf.size());
+  TS_ASSIGN_OR_RETURN(double comm, group_seconds(world, reps, [&] {
+                        return world.all_reduce(buf.data(), buf.data(), n, DType::f32);
+                      }));
+  // The compute: model-like layers, enough of them to outlast the all-reduce one and a half times
+  // (every rank runs the same count: the largest any rank needs).
+  const int64_t N = 256, C = 256, OC = 1024;
+  std::vector<float> x(N * C, 0.5f), w(OC * C, 0.25f), y(N * OC);
+  auto layer = [&] { ops::matmul_forward(y.data(), x.data(), w.data(), nullptr, N, C, OC); };
+  const double one = seconds_of(layer, 2);
+  float layers = static_cast<float>(std::clamp(std::ceil(1.5 * comm / one), 8.0, 4096.0));
+  TS_RETURN_IF_ERROR(world.all_reduce(&layers, &layers, 1, DType::f32, ReduceOp::max));
+  const int L = static_cast<int>(layers);
+  TS_ASSIGN_OR_RETURN(double compute, group_seconds(world, reps, [&] {
+                        for (int i = 0; i < L; ++i) layer();
+                        return Status::ok_status();
+                      }));
+  // As the trainer overlaps a bucket: started, then poked with test() after every layer.
+  TS_ASSIGN_OR_RETURN(double both, group_seconds(world, reps, [&] {
+                        Work work = world.all_reduce_async(buf.data(), buf.data(), n, DType::f32);
+                        for (int i = 0; i < L; ++i) {
+                          layer();
+                          (void)work.test();
+                        }
+                        return work.wait();
+                      }));
+  return overlap_from_timings(comm, compute, both);
 }
 
 }  // namespace tessera

@@ -2,8 +2,8 @@
 // kernels the trainer runs (backend/ops.h, one rank's OpenMP threads): the matmul rate by size
 // against the best square sgemm, attention's rate, the memory rate of an elementwise op at working-set
 // sizes of small models, the fixed cost of an op, and, over MPI, ring all-reduce alpha-beta for
-// groups of every size that divides the world. What it cannot measure (the inter-node network,
-// overlap) comes from the caller's defaults.
+// groups of every size that divides the world, and how much of an all-reduce hides behind compute.
+// What it cannot measure (the inter-node network) comes from the caller's defaults.
 #pragma once
 #include <vector>
 
@@ -30,5 +30,12 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
 // ranks time all-reduces from 4 B to 16 MiB, and a least-squares fit of the ring model
 // 2(g-1) alpha + 2(g-1)/g n / bandwidth gives one row. Empty at world size 1.
 Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& world, const CalibrationOptions& options);
+
+// How much of a ring all-reduce hides behind compute here, overlapped as the trainer overlaps a
+// gradient bucket (started, then test() after each layer): 1 - exposed / alone, exposed being what the
+// pair takes beyond the compute alone (overlap_from_timings). MPI without a progress thread moves a
+// large message only inside MPI calls, so on a CPU this is well below 1. 1 at world size 1.
+Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& options);
+double overlap_from_timings(double comm_alone, double compute_alone, double both);
 
 }  // namespace tessera

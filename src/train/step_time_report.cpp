@@ -49,7 +49,8 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   o.quick = true;
   HardwareSpec h = calibrate_device(o, ranks_per_node);
   h.name = "this machine (measured at start)";
-  h.overlap_efficiency = 0.5;  // as tessera plan --calibrate assumes for CPUs (docs/performance.md)
+  TS_ASSIGN_OR_RETURN(const double overlap, calibrate_overlap(world, o));
+  h.overlap_efficiency = world.size() > 1 ? overlap : 0.5;  // one rank: nothing to overlap
   h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
   TS_ASSIGN_OR_RETURN(std::vector<MeasuredCollective> coll, calibrate_collectives(world, o));
   h.measured = std::move(coll);

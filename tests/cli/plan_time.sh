@@ -69,6 +69,15 @@ expect_error "unknown hardware key" "device.flops|bad.toml" -- \
 out=$("$TESSERA" plan --config "$CONFIG" --hardware hw.toml) || fail "plan with the calibrated file: $out"
 grep -qF "predicted step time on quick-test" <<<"$out" || fail "the calibrated file's name is not used: $out"
 echo "ok: --calibrate --quick writes a hardware file that --hardware reads"
+mpirun --allow-run-as-root --oversubscribe -np 2 "$TESSERA" plan --calibrate --quick --out hw2.toml >calibrate2.log 2>&1 ||
+  fail "calibrate on 2 ranks: $(cat calibrate2.log)"
+py "
+import tomllib; h = tomllib.load(open('hw2.toml', 'rb'))
+o = h['runtime']['overlap_efficiency']
+assert 0 <= o <= 1, o
+assert h['collective'][0]['ranks'] == 2, h['collective']
+" || fail "the 2-rank calibration lacks a measured overlap or collective row: $(cat hw2.toml)"
+echo "ok: --calibrate on 2 ranks measures the collective and its overlap with compute"
 
 make_dataset data
 out=$(tiny_train run1 data train.steps=4 train.hardware="$A100") || fail "train with train.hardware: $out"
