@@ -3,8 +3,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "comm/mpi/job_failure.h"
 #include "core/log.h"
@@ -58,7 +61,16 @@ void abort_job(const std::string& message, int exit_code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (initialized && !finalized) {
+    // Ranks aborting at the same moment can garble mpirun's help-message aggregation (Open MPI 4.1:
+    // "Data unpack would read past end of buffer in show_help.c", open-mpi/ompi#8356) and leave the
+    // job running: the lowest rank aborts first, the others a little later, by when mpirun has
+    // usually ended them.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250 * std::min(rank, 8)));
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
   std::_Exit(exit_code);
 }
 
