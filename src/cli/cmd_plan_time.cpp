@@ -91,20 +91,10 @@ int run_plan_calibrate(const std::string& out, const std::string& name, bool qui
   omp_set_num_threads(1);  // one rank = one core with train.threads = 1 (the device the file describes)
   CalibrationOptions o;
   o.quick = quick;
-  HardwareSpec h = calibrate_device(o, mpi.ranks_on_this_node());
+  auto machine = calibrate_machine(**world, o, mpi.ranks_on_this_node());
+  if (!machine.ok()) return fail(machine.status());
+  HardwareSpec h = std::move(machine).value();
   h.name = name;
-  // Not measurable here: a single-node machine's "network" is its intra-node link. One rank has no
-  // overlap to measure; the trainer's old assumption for CPUs stands in.
-  auto overlap = calibrate_overlap(**world, o);
-  if (!overlap.ok()) return fail(overlap.status());
-  h.overlap_efficiency = (*world)->size() > 1 ? *overlap : 0.5;
-  h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
-  auto coll = calibrate_collectives(**world, o);
-  if (!coll.ok()) return fail(coll.status());
-  h.measured = *coll;
-  if (!h.measured.empty()) h.intra = h.measured.front().link;
-  else h.intra = {1e-6, h.memory_bandwidth / 2};  // one rank: shared-memory copies at half the copy rate
-  h.inter = h.intra;
   if (mpi.world_rank() != 0) return 0;
   const std::string text = "# Measured by `tessera plan --calibrate` on " + std::to_string(mpi.world_size()) +
                            " rank(s); one device = one rank with one thread.\n" + hardware_to_toml(h);

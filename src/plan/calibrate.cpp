@@ -195,7 +195,7 @@ double overlap_from_timings(double comm_alone, double compute_alone, double both
 }
 
 Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& o) {
-  if (world.size() < 2) return 1.0;
+  if (world.size() < 2) return kAssumedCpuOverlap;
   const int reps = o.quick ? 4 : o.reps;  // a difference of two timings: more of them than elsewhere
   std::vector<float> buf(1 << 20, 1.f);  // 4 MiB: the default gradient bucket (parallel.bucket_mb)
   const auto n = static_cast<int64_t>(buf.size());
@@ -225,6 +225,17 @@ Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& 
                         return work.wait();
                       }));
   return overlap_from_timings(comm, compute, both);
+}
+
+Result<HardwareSpec> calibrate_machine(Communicator& world, const CalibrationOptions& o, int ranks_per_node) {
+  HardwareSpec h = calibrate_device(o, ranks_per_node);
+  TS_ASSIGN_OR_RETURN(h.overlap_efficiency, calibrate_overlap(world, o));
+  h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
+  TS_ASSIGN_OR_RETURN(h.measured, calibrate_collectives(world, o));
+  // One rank: shared-memory copies at half the copy rate. A single node's "network" is its own link.
+  h.intra = h.measured.empty() ? LinkSpec{1e-6, h.memory_bandwidth / 2} : h.measured.front().link;
+  h.inter = h.intra;
+  return h;
 }
 
 }  // namespace tessera

@@ -34,8 +34,15 @@ Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& worl
 // How much of a ring all-reduce hides behind compute here, overlapped as the trainer overlaps a
 // gradient bucket (started, then test() after each layer): 1 - exposed / alone, exposed being what the
 // pair takes beyond the compute alone (overlap_from_timings). MPI without a progress thread moves a
-// large message only inside MPI calls, so on a CPU this is well below 1. 1 at world size 1.
+// large message only inside MPI calls, so on a CPU this is well below 1. One rank has nothing to
+// measure: kAssumedCpuOverlap.
+constexpr double kAssumedCpuOverlap = 0.5;
 Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& options);
 double overlap_from_timings(double comm_alone, double compute_alone, double both);
+
+// This machine as one rank of `world` sees it: calibrate_device, calibrate_overlap and
+// calibrate_collectives, the first collective row as the intra-node link and as the network (what
+// `tessera plan --calibrate` writes and a run without train.hardware measures at start). No name.
+Result<HardwareSpec> calibrate_machine(Communicator& world, const CalibrationOptions& options, int ranks_per_node);
 
 }  // namespace tessera

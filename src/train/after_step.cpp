@@ -55,8 +55,9 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, cons
   const double tok_s = run.tokens_per_step() / dt;
   const double flops_per_step = cfg.model.flops_per_token(cfg.data.seq_len) * run.tokens_per_step();
   const double peak_before = run.peak->gflops();
+  const int remeasures_before = run.peak->remeasures();
   const double mfu = run.peak->mfu(flops_per_step / dt / 1e9 / run.world.size());
-  if (run.peak->gflops() != peak_before)
+  if (run.peak->remeasures() != remeasures_before)
     log_info("step " + std::to_string(step) + ": a step beat the start-up sgemm peak (" + std::to_string(static_cast<int>(peak_before)) +
              " GFLOP/s, a busy moment); measured again: " + std::to_string(static_cast<int>(run.peak->gflops())) + " GFLOP/s");
   TrainEvent ev;

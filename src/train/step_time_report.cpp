@@ -47,15 +47,8 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   omp_set_num_threads(cfg.train.threads > 0 ? cfg.train.threads : std::max(1, cores / std::max(1, ranks_per_node)));
   CalibrationOptions o;
   o.quick = true;
-  HardwareSpec h = calibrate_device(o, ranks_per_node);
+  TS_ASSIGN_OR_RETURN(HardwareSpec h, calibrate_machine(world, o, ranks_per_node));
   h.name = "this machine (measured at start)";
-  TS_ASSIGN_OR_RETURN(const double overlap, calibrate_overlap(world, o));
-  h.overlap_efficiency = world.size() > 1 ? overlap : 0.5;  // one rank: nothing to overlap
-  h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
-  TS_ASSIGN_OR_RETURN(std::vector<MeasuredCollective> coll, calibrate_collectives(world, o));
-  h.measured = std::move(coll);
-  h.intra = h.measured.empty() ? LinkSpec{1e-6, h.memory_bandwidth / 2} : h.measured.front().link;
-  h.inter = h.intra;
   return h;
 }
 
