@@ -77,6 +77,8 @@ int run_train(const TrainArgs& a) {
   HeartbeatFile heartbeat =
       HeartbeatFile::open(launch.heartbeat_dir, mpi.world_rank(), mpi.world_size(), cfg->train.out_dir, launch.attempt);
   beat_on_failure = &heartbeat;
+  const char* env_hardware = std::getenv(kHardwareEnvVar);
+  const std::string hardware_file = env_hardware ? env_hardware : "";
   CommOptions co;
   co.timeout_s = cfg->train.timeout_s;
   auto world = MpiCommunicator::create_world(co);
@@ -84,7 +86,7 @@ int run_train(const TrainArgs& a) {
   if (cfg->parallel.layout == "auto") {  // the fastest predicted layout, chosen before anything is built
     // The kernels' level first: the measurement is this process's first oneDNN call (cpu_isa.h).
     if (Status st = select_cpu_isa(cfg->train.cpu_isa); !st.ok()) return fail_job_on(st);
-    auto hw = hardware_for_run(*cfg, **world, mpi.ranks_on_this_node());
+    auto hw = hardware_for_run(*cfg, **world, mpi.ranks_on_this_node(), {hardware_file, 0});
     if (!hw.ok()) return fail_job_on(hw.status());
     auto chosen = choose_auto_layout(*cfg, **world, *hw);
     if (!chosen.ok()) return fail_job_on(chosen.status());
@@ -100,6 +102,7 @@ int run_train(const TrainArgs& a) {
   opts.launch_attempt = launch.attempt;
   opts.heartbeat_dir = launch.heartbeat_dir;
   opts.fault_spec = launch.fault_spec;
+  opts.hardware_file = hardware_file;
   opts.quiet = a.quiet || a.json;
   opts.json_summary = a.json;
   opts.trace_path = a.trace;

@@ -120,8 +120,8 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
       o.quick ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024};
   std::vector<double> rates;
   for (int64_t s : sizes) rates.push_back(matmul_rate(s, o.reps));
-  h.peak_flops_fp32 = std::max(ops::measure_sgemm_peak_gflops(1024, o.reps) * 1e9,
-                               *std::max_element(rates.begin(), rates.end()));
+  const double sgemm_gflops = o.sgemm_peak_gflops > 0 ? o.sgemm_peak_gflops : ops::measure_sgemm_peak_gflops(1024, o.reps);
+  h.peak_flops_fp32 = std::max(sgemm_gflops * 1e9, *std::max_element(rates.begin(), rates.end()));
   for (size_t i = 0; i < sizes.size(); ++i)
     h.gemm_efficiency.push_back({sizes[i], std::clamp(rates[i] / h.peak_flops_fp32, 1e-4, 1.0)});
   {  // attention at a small model's shape: B 4, T 256, 4 heads of 32; flops as op_costs.h counts them

@@ -15,8 +15,11 @@ namespace tessera {
 
 struct CalibrationOptions {
   int reps = 10;  // timings per point (the best is kept: a loaded machine only ever slows a run)
-  // The trainer's measurement at start (~0.1 s): matmuls up to 256 wide, 3 message sizes, 2 reps.
+  // The trainer's measurement at start: matmuls up to 256 wide, 4 message sizes, 2 reps (0.3 s on
+  // one rank of a 2-core VM, ~1 s for 4 ranks sharing its cores).
   bool quick = false;
+  // The square sgemm peak already measured with the same threads (GFLOP/s); 0 = time it here.
+  double sgemm_peak_gflops = 0;
 };
 
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_

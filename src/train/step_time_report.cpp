@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "comm/agreement.h"
 #include "plan/calibrate.h"
 #include "plan/layout_search.h"
 #include "plan/step_time_json.h"
@@ -34,9 +35,21 @@ double predicted_runner_s(const StepTimeBreakdown& b) { return b.compute_s + b.b
 
 }  // namespace
 
-Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world, int ranks_per_node) {
-  if (!cfg.train.hardware.empty()) {
-    Result<HardwareSpec> h = load_hardware(cfg.train.hardware);
+Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world, int ranks_per_node,
+                                      const RunHardwareDefaults& defaults) {
+  // Launchers forward the environment to remote nodes only when told to (mpirun -x): ranks that
+  // disagree would take different branches below, whose collectives do not match.
+  if (cfg.train.hardware.empty())
+    TS_RETURN_IF_ERROR(check_agreement(
+        world, std::string(kHardwareEnvVar) + " (set it for every rank, e.g. mpirun -x " + kHardwareEnvVar + ")",
+        agreement_hash(defaults.file)));
+  const bool from_env = cfg.train.hardware.empty() && !defaults.file.empty();
+  if (!cfg.train.hardware.empty() || from_env) {
+    Result<HardwareSpec> h = load_hardware(from_env ? defaults.file : cfg.train.hardware);
+    if (!h.ok() && from_env)
+      h = Status(h.status().code(), std::string(kHardwareEnvVar) + " (the hardware file for runs without train.hardware): " +
+                                         h.status().message() + "; fix the path or unset " + kHardwareEnvVar +
+                                         " to measure this machine at start");
     TS_RETURN_IF_ERROR(agree(world, h.status()));
     // A CPU machine's file: this run's ranks on the node are the ones sharing its cores.
     if (h->cores_per_node > 0 && ranks_per_node > 0) h->devices_per_node = ranks_per_node;
@@ -47,6 +60,7 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   omp_set_num_threads(cfg.train.threads > 0 ? cfg.train.threads : std::max(1, cores / std::max(1, ranks_per_node)));
   CalibrationOptions o;
   o.quick = true;
+  o.sgemm_peak_gflops = defaults.sgemm_peak_gflops;
   TS_ASSIGN_OR_RETURN(HardwareSpec h, calibrate_machine(world, o, ranks_per_node));
   h.name = "this machine (measured at start)";
   return h;

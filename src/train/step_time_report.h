@@ -15,9 +15,22 @@
 
 namespace tessera {
 
-// train.hardware loaded, or (when "") this rank's device and the world's all-reduce measured briefly
-// (plan/calibrate.h, quick). Collective: every rank calls it and gets the same ok / error.
-Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world, int ranks_per_node);
+// Where a run's hardware comes from when train.hardware is "".
+struct RunHardwareDefaults {
+  // The environment's TESSERA_HARDWARE (a site's or a test suite's file for every run); "" = none.
+  std::string file;
+  // The sgemm peak the run has already measured with its threads (GFLOP/s), so the measurement at
+  // start does not time it twice; 0 = measure it.
+  double sgemm_peak_gflops = 0;
+};
+// The environment variable that names a hardware file for runs whose config sets no train.hardware.
+inline constexpr const char* kHardwareEnvVar = "TESSERA_HARDWARE";
+
+// train.hardware loaded, else defaults.file loaded, else this rank's device and the world's
+// all-reduce measured briefly (plan/calibrate.h, quick). Collective: every rank calls it and gets the
+// same ok / error.
+Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world, int ranks_per_node,
+                                      const RunHardwareDefaults& defaults);
 
 // parallel.layout = "auto": world rank 0 ranks the layouts on world.size() ranks (plan/layout_search.h)
 // and every rank receives its choice as config overrides, with a line saying why. Collective.

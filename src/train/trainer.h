@@ -23,6 +23,7 @@ struct TrainerOptions {
   int launch_attempt = 0;  // TESSERA_LAUNCH_ATTEMPT (tessera launch): 0 for the first start
   std::string heartbeat_dir;  // TESSERA_HEARTBEAT_DIR: where this rank beats for the launcher ("" = off)
   std::string fault_spec;     // TESSERA_FAULT: planted faults for the drills ("" = none)
+  std::string hardware_file;  // TESSERA_HARDWARE: the hardware file when train.hardware is "" ("" = measure)
   bool quiet = false;           // no progress lines (the final summary is still printed)
   bool json_summary = false;    // print no summary: the caller prints TrainSummary as JSON (--json)
   std::string trace_path;       // Chrome trace-event JSON of the whole job ("" = off)

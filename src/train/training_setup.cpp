@@ -371,7 +371,8 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   // Measured before the loader's prefetch thread exists, so nothing competes with it.
   run->peak.emplace([] { return ops::measure_sgemm_peak_gflops(); });
   if (!is_param_server_run(cfg)) {  // the prediction every run is checked against (step_time_report.h)
-    TS_ASSIGN_OR_RETURN(HardwareSpec hw, hardware_for_run(cfg, world, opts.ranks_per_node));
+    TS_ASSIGN_OR_RETURN(HardwareSpec hw,
+                        hardware_for_run(cfg, world, opts.ranks_per_node, {opts.hardware_file, run->peak->gflops()}));
     if (Result<StepTimePrediction> p = predict_step_time(cfg, world.size(), hw); p.ok()) {
       run->prediction = *p;
       run->hardware_name = hw.name;

@@ -2,7 +2,8 @@
 # to the step), `--search --ranks 4 --json` (the issue's fields, ranked fastest first, the memory
 # budget applied, the top layout's prediction equal to planning it directly), errors naming the fix,
 # `--calibrate --quick` writing a file `--hardware` reads, and `tessera train`: the prediction at
-# start and predicted vs measured at the end (stdout, metrics.jsonl, --json), parallel.layout = "auto"
+# start (from train.hardware, TESSERA_HARDWARE, or measured) and predicted vs measured at the end
+# (stdout, metrics.jsonl, --json), parallel.layout = "auto"
 # on one rank and on two (mpirun) running the layout it names.
 # Usage: plan_time.sh TESSERA SOURCE_DIR
 source "$(dirname "$0")/lib.sh"
@@ -90,10 +91,27 @@ assert len(p) == 1 and p[0]['hardware'] == 'a100-80gb-8x' and p[0]['step_s'] > 0
 assert len(m) == 1 and m[0]['measured']['steps'] == 3 and m[0]['measured']['step_s'] > 0, m
 assert abs(m[0]['step_error'] - (m[0]['measured']['step_s'] / m[0]['predicted']['step_s'] - 1)) < 1e-9
 " || fail "metrics.jsonl lacks the prediction events"
-summary=$(tiny_train run2 data train.steps=3 --json) || fail "train --json: $summary"
+# Without train.hardware or TESSERA_HARDWARE (the suite sets it, scripts/test.sh): measured at start.
+summary=$(env -u TESSERA_HARDWARE "$TESSERA" train --config "$CONFIG" "${TINY[@]}" data.dir=data train.out_dir=run2 \
+          train.steps=3 --json) || fail "train --json: $summary"
 py "import json, sys; j = json.loads(sys.argv[1]); assert j['predicted_step_s'] > 0 and j['measured_step_s'] > 0, j" \
   "$summary" || fail "--json summary lacks predicted/measured step time: $summary"
+py "
+import json; p = [e for e in map(json.loads, open('run2/metrics.jsonl')) if e.get('event') == 'step_time_prediction']
+assert len(p) == 1 and p[0]['hardware'] == 'this machine (measured at start)', p
+" || fail "a run without a hardware file does not measure this machine at start"
 echo "ok: train writes the prediction at start and predicted vs measured at the end"
+
+# TESSERA_HARDWARE: the file for runs without train.hardware; train.hardware wins; a bad path is named.
+out=$(TESSERA_HARDWARE="$A100" tiny_train run3 data train.steps=2) || fail "train with TESSERA_HARDWARE: $out"
+grep -qF "predicted on a100-80gb-8x: step" <<<"$out" || fail "TESSERA_HARDWARE is not used: $out"
+out=$(TESSERA_HARDWARE="$A100" tiny_train run4 data train.steps=2 train.hardware="$SRC/configs/hardware/h100-80gb-8x.toml") ||
+  fail "train with both: $out"
+grep -qF "predicted on h100-80gb-8x: step" <<<"$out" || fail "train.hardware must win over TESSERA_HARDWARE: $out"
+expect_error "TESSERA_HARDWARE missing" "TESSERA_HARDWARE|no-such.toml|unset TESSERA_HARDWARE" -- \
+  env TESSERA_HARDWARE=no-such.toml "$TESSERA" train --config "$CONFIG" "${TINY[@]}" data.dir=data train.out_dir=run5
+[ ! -e run5 ] || fail "a bad TESSERA_HARDWARE left a run directory"
+echo "ok: TESSERA_HARDWARE names the hardware of runs without train.hardware"
 
 # parallel.layout = auto: the layout it names is the one that runs (config.toml of the run).
 check_auto() {  # check_auto OUT_DIR OUTPUT

@@ -50,6 +50,12 @@ std::mutex& LibnbcAllreduceKnob::process_lock() {
   return mu;
 }
 
+std::shared_ptr<LibnbcAllreduceKnob> LibnbcAllreduceKnob::unusable(std::string why_not) {
+  std::shared_ptr<LibnbcAllreduceKnob> k(new LibnbcAllreduceKnob());
+  k->why_not_ = std::move(why_not);
+  return k;
+}
+
 std::shared_ptr<LibnbcAllreduceKnob> LibnbcAllreduceKnob::create() {
   std::shared_ptr<LibnbcAllreduceKnob> k(new LibnbcAllreduceKnob());
   int provided = 0;

@@ -42,6 +42,8 @@ class LibnbcAllreduceKnob {
  public:
   // Needs MPI initialised. Never fails: an unusable knob says why (why_not()).
   static std::shared_ptr<LibnbcAllreduceKnob> create();
+  // A knob that never pins, without touching MPI_T.
+  static std::shared_ptr<LibnbcAllreduceKnob> unusable(std::string why_not);
   ~LibnbcAllreduceKnob();
   LibnbcAllreduceKnob(const LibnbcAllreduceKnob&) = delete;
   LibnbcAllreduceKnob& operator=(const LibnbcAllreduceKnob&) = delete;

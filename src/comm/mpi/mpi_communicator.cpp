@@ -161,8 +161,13 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create_world(const Com
   MPI_Comm comm;
   int err = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (err != MPI_SUCCESS) return comm_error("MPI_Comm_dup(MPI_COMM_WORLD) failed");
-  // Collective: every rank pins in-place all-reduces or none does (their schedules must match).
-  std::shared_ptr<LibnbcAllreduceKnob> knob = LibnbcAllreduceKnob::create();
+  // Collective: every rank pins in-place all-reduces or none does (their schedules must match). A
+  // world of one never pins (nothing crosses a link) and skips MPI_T's start-up, which registers
+  // every MCA component's variables (~0.2 s).
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  std::shared_ptr<LibnbcAllreduceKnob> knob =
+      size > 1 ? LibnbcAllreduceKnob::create() : LibnbcAllreduceKnob::unusable("a world of one pins nothing");
   knob->agree(comm);
   return std::unique_ptr<MpiCommunicator>(
       new MpiCommunicator(comm, "world", options, std::make_shared<MpiReduceOps>(), std::move(knob)));

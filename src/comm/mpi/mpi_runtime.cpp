@@ -18,6 +18,11 @@ MpiRuntime::MpiRuntime(int thread_level) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // Started without a launcher, Open MPI 4.1 forks a helper daemon (orted) for the singleton, which
+    // only process spawning needs; Tessera never spawns, and the daemon costs every one-process run
+    // ~0.15 s. Only the singleton reads this variable (under mpirun or srun it is ignored); a user's
+    // own setting wins.
+    setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
     int requested = thread_level < 0 ? MPI_THREAD_FUNNELED : thread_level;
     MPI_Init_thread(nullptr, nullptr, requested, &provided_);
     owns_ = true;
