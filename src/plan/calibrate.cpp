@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
 #include "backend/sgemm_peak.h"
+#include "core/memory.h"
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "plan/op_costs.h"
@@ -93,6 +95,23 @@ double compute_scale_of(const HardwareSpec& h, int reps) {
   return predicted > 0 ? std::clamp(measured / predicted, 0.25, 8.0) : 1.0;
 }
 
+// The rate at which pages handed back to the OS come back when written, as ZeRO's paged buffers
+// meet them every micro-batch: a 16 MiB paged buffer written again right after handing its pages
+// back, against the same write to resident pages; 0 when no difference shows.
+double refault_bandwidth_of(int reps) {
+  const size_t bytes = size_t{16} << 20;
+  Buffer buf(bytes, MemCategory::other, Residency::paged);
+  auto write = [&] { std::memset(buf.data(), 1, bytes); };
+  const double resident = seconds_of(write, reps);
+  const double again = seconds_of(
+      [&] {
+        buf.discard_range(0, bytes);
+        write();
+      },
+      reps);
+  return again > resident ? static_cast<double>(bytes) / (again - resident) : 0.0;
+}
+
 // The slowest rank's seconds of `fn` (started together after a barrier), best of `reps`.
 Result<double> group_seconds(Communicator& group, int reps, const std::function<Status()>& fn) {
   double best = 1e30;
@@ -147,6 +166,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
     std::vector<float> a(64, 1.f), b(64, 2.f), c(64);
     h.op_overhead_s = seconds_of([&] { ops::add(c.data(), a.data(), b.data(), 64); }, o.reps);
   }
+  h.refault_bandwidth = refault_bandwidth_of(o.reps);
   h.compute_scale = compute_scale_of(h, o.reps);
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);

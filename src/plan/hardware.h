@@ -43,6 +43,10 @@ struct HardwareSpec {
   double memory_bytes = 0;
   double memory_bandwidth = 0;          // bytes/s, the achieved copy rate (elementwise ops, optimizer)
   double op_overhead_s = 0;             // fixed cost per op (kernel launch, OpenMP fork/join)
+  // bytes/s at which memory handed back to the OS is faulted in (and zeroed) again on its next write:
+  // what ZeRO 2 / 3 pay every micro-batch for the gradient and gathered-parameter pages they give
+  // back (core/memory.h, paged buffers). 0: free (a GPU's buffers stay mapped).
+  double refault_bandwidth = 0;
   // [node]
   int devices_per_node = 1;
   // CPU machines: the cores the node's ranks share (0: every device computes on its own, as GPUs do).

@@ -90,6 +90,13 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
     for (const auto& [b, e] : expert_ranges(pl)) t.expert_params += static_cast<double>(e - b);
     t.largest_unit = static_cast<double>(pl.total_numel()) / std::max(1, last - first);
     t.holds_wte = first == 0;
+    // ZeRO 2 / 3 hand each layer's gradient pages back after its reduction: the next micro-batch's
+    // backward faults them in again as it writes them (the weight pass under a split backward).
+    if (cfg.parallel.zero >= 2 && lay.grid.replica_size() > 1 && hw.refault_bandwidth > 0) {
+      const double refault = kF * t.params / hw.refault_bandwidth;
+      t.bwd += refault;
+      t.weight += lay.schedule == PipelineScheduleKind::zb_h1 ? refault : 0;
+    }
     if (tp > 1) {
       // Per layer: attention and (dense or shared-expert) MLP outputs, (B T, C) each (a MoE layer's
       // experts run whole on every tp rank: no exchange); the embedding's and the vocabulary-
@@ -248,9 +255,13 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
           dp_total[s] = M * rs + ag + ep_avg;
           dp_exposed[s] = M * std::max(rs - ov * bwd_mb, rs_last) + ag + ep_avg;
         } else {  // every micro-batch gathers before forward and backward; the first unit's gather waits
-          const double ag_unit = ring_all_gather_s(kF * unit, shards, dp_link);
-          dp_total[s] = M * (2 * ag + rs) + ep_avg;
-          dp_exposed[s] = M * (std::max(ag - ov * fwd_mb, ag_unit) + std::max(ag + rs - ov * bwd_mb, rs_last)) + ep_avg;
+          // Each gather also faults the other shards' pages in again (handed back after use).
+          const double refault = hw.refault_bandwidth > 0 ? bytes * (shards - 1) / shards / hw.refault_bandwidth : 0;
+          const double gather = ag + refault;
+          const double gather_unit = ring_all_gather_s(kF * unit, shards, dp_link) + refault * unit / params;
+          dp_total[s] = M * (2 * gather + rs) + ep_avg;
+          dp_exposed[s] =
+              M * (std::max(gather - ov * fwd_mb, gather_unit) + std::max(gather + rs - ov * bwd_mb, rs_last)) + ep_avg;
         }
       }
     }

@@ -76,6 +76,7 @@ py "
 import tomllib; h = tomllib.load(open('hw2.toml', 'rb'))
 o = h['runtime']['overlap_efficiency']
 assert 0 <= o <= 1, o
+assert h['device']['refault_gbs'] > 0, h['device']  # handing pages back and writing them again costs
 assert h['collective'][0]['ranks'] == 2, h['collective']
 " || fail "the 2-rank calibration lacks a measured overlap or collective row: $(cat hw2.toml)"
 echo "ok: --calibrate on 2 ranks measures the collective and its overlap with compute"

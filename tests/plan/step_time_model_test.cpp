@@ -214,6 +214,28 @@ TEST(StepTimeModel, DataParallelReductionHidesOnlyAsFarAsOverlapAllows) {
   EXPECT_GT(z.breakdown.dp_total_s, 1.4 * none.breakdown.dp_total_s);
 }
 
+// ZeRO 2 / 3 hand their pages back after use: at refault bandwidth R, every micro-batch's backward
+// writes the gradient pages in again (4 P / R), and ZeRO 3's two gathers the other shards'
+// parameter pages (2 x 4 P (dp - 1) / dp / R). Stages 0 and 1 keep their pages.
+TEST(StepTimeModel, ZeroPaysForThePagesItHandsBack) {
+  HardwareSpec h = ideal();
+  h.overlap_efficiency = 0;
+  const double P = static_cast<double>(ParamLayout(config().model).total_numel());
+  for (int zero : {0, 1, 2, 3}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    RunConfig cfg = config({"parallel.dp=2", "parallel.zero=" + std::to_string(zero), "train.batch_tokens=1024"});
+    ASSERT_EQ(cfg.train.grad_accum, 2);
+    h.refault_bandwidth = 0;
+    const StepTimePrediction free_pages = predict(cfg, 2, h);
+    h.refault_bandwidth = 1e9;
+    const StepTimePrediction paid = predict(cfg, 2, h);
+    const double grads = zero >= 2 ? 2 * 4 * P / 1e9 : 0;
+    const double params = zero == 3 ? 2 * 2 * 4 * P / 2 / 1e9 : 0;
+    EXPECT_NEAR(paid.breakdown.compute_s - free_pages.breakdown.compute_s, grads, 1e-9 * grads + 1e-12);
+    EXPECT_NEAR(paid.breakdown.dp_total_s - free_pages.breakdown.dp_total_s, params, 1e-9 * params + 1e-12);
+  }
+}
+
 // Owner-only experts (ep, no ZeRO): dense gradients are reduced over dp x ep, each rank's
 // experts over dp only, and AdamW runs over E / ep experts.
 TEST(StepTimeModel, ExpertParallelReducesOnlyTheDenseTensorsAcrossEp) {
