@@ -290,7 +290,8 @@ std::vector<SectionSpec> make_schema() {
             "0 = off"},
            {"hardware", field(&RC::train, &TC::hardware), kOk, {},
             "hardware TOML (configs/hardware/) for the predicted step time and parallel.layout = \"auto\"; "
-            "\"\" = measure this machine briefly at start"},
+            "\"\" = the file the environment variable TESSERA_HARDWARE names, else measure this machine briefly at "
+            "start"},
        }},
       {"optim",
        {
