@@ -32,6 +32,7 @@ if [[ -z ${HARDWARE:-} ]]; then
   "${MPI[@]}" -np 2 "$TESSERA" plan --calibrate --name this-machine --out "$HW"
 elif [[ $HARDWARE == start ]]; then
   HW_KEY= HW=/dev/null
+  unset TESSERA_HARDWARE  # the runs' own measurement, not a file from the environment
 fi
 
 BASE="$MODEL train.threads=1 train.eval_interval=0 train.log_interval=1 train.steps=$STEPS data.dir=$TMP/kjv $HW_KEY"
