@@ -30,7 +30,7 @@ struct CalibrationOptions {
 HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node);
 
 // Collective over `world`: for each group size g in 2..size dividing size, groups of g consecutive
-// ranks time all-reduces from 4 B to 16 MiB, and a least-squares fit of the ring model
+// ranks time all-reduces from 4 B to 64 MiB (quick: 16 MiB), and a least-squares fit of the ring model
 // 2(g-1) alpha + 2(g-1)/g n / bandwidth gives one row. Empty at world size 1.
 Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& world, const CalibrationOptions& options);
 
