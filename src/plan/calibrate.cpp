@@ -28,8 +28,9 @@ namespace {
 double seconds_of(const std::function<void()>& fn, int reps) {
   using clock = std::chrono::steady_clock;
   fn();  // warm-up: first-touch pages, oneDNN's kernel choice
-  int calls = 1;
+  int calls = 0;
   for (auto t0 = clock::now(); std::chrono::duration<double>(clock::now() - t0).count() < 2e-3; ++calls) fn();
+  calls = std::max(calls, 1);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = clock::now();
@@ -53,24 +54,29 @@ double matmul_rate(int64_t s, int reps) {
   return 3 * 2.0 * N * C * OC / t;
 }
 
-// The probe model: tiny's family at 2 layers of width 128 (d_ff 512), micro-batch 4 x 64, one
+// The generic probe: tiny's family at 2 layers of width 128 (d_ff 512), micro-batch 4 x 64, one
 // thread, its tensors well beyond the first cache levels like a real model's.
-constexpr int64_t kProbeB = 4, kProbeT = 64;
-ModelConfig probe_model() {
-  ModelConfig m = model_preset("tiny").value();
-  m.n_layer = 2;
-  m.d_model = 128;
-  m.d_ff = 512;
-  return m;
+CalibrationProbe generic_probe() {
+  CalibrationProbe p;
+  p.model = model_preset("tiny").value();
+  p.model.n_layer = 2;
+  p.model.d_model = 128;
+  p.model.d_ff = 512;
+  p.micro_batch = 4;
+  p.seq_len = 64;
+  return p;
 }
 
-// Seconds of the probe model's forward + backward (best of reps).
-double probe_step_seconds(const ModelConfig& m, int reps) {
+// Seconds of the probe model's forward + backward: best of reps, each over calls filling 2 ms (a
+// run's own model at its micro-batch takes far longer than 2 ms: one call per rep).
+double probe_step_seconds(const CalibrationProbe& p, int reps) {
+  const ModelConfig& m = p.model;
+  const int64_t B = p.micro_batch, T = p.seq_len;
   ParamStore store{ParamLayout(m)};
   init_parameters(store, m, 1);
   CpuBackend backend;
-  Transformer net(backend, m, store, kProbeB, kProbeT);
-  std::vector<int32_t> tokens(kProbeB * kProbeT), targets(kProbeB * kProbeT);
+  Transformer net(backend, m, store, B, T);
+  std::vector<int32_t> tokens(B * T), targets(B * T);
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>((7 * i) % m.vocab_size);
     targets[i] = static_cast<int32_t>((7 * i + 1) % m.vocab_size);
@@ -85,12 +91,12 @@ double probe_step_seconds(const ModelConfig& m, int reps) {
 }
 
 // The probe's measured step over the op model's sum for it on `h` (compute_scale still 1).
-double compute_scale_of(const HardwareSpec& h, int reps) {
-  const ModelConfig m = probe_model();
-  const double measured = probe_step_seconds(m, reps);
+double compute_scale_of(const HardwareSpec& h, const CalibrationProbe& probe, int reps) {
+  const ModelConfig& m = probe.model;
+  const double measured = probe_step_seconds(probe, reps);
   // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
   reset_memory_peaks();
-  const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, kProbeB, kProbeT, Recompute::none);
+  const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
   const double predicted = ops_seconds(ops.forward, h, "fp32") + ops_seconds(ops.backward, h, "fp32");
   return predicted > 0 ? std::clamp(measured / predicted, 0.25, 8.0) : 1.0;
 }
@@ -112,6 +118,23 @@ double refault_bandwidth_of(int reps) {
   return again > resident ? static_cast<double>(bytes) / (again - resident) : 0.0;
 }
 
+// The optimizer step's streams as the trainer runs them over n parameters (the full calibration 16 Mi:
+// 256 MiB of parameters, gradients and moments, beyond the caches like a model's; the quick one 4 Mi):
+// the gradient norm, AdamW, zeroing the gradients, 36 bytes a parameter. bench-small's optimizer
+// streamed 15 GB/s on the 2-core VM, where the elementwise rate over 12 MiB (in cache) said 30.
+double optimizer_bandwidth_of(int64_t n, int reps) {
+  std::vector<float> p(n, 0.5f), g(n, 0.01f), m(n, 0.f), v(n, 0.f);
+  int64_t step = 0;
+  const double t = seconds_of(
+      [&] {
+        (void)ops::sum_of_squares(g.data(), n);
+        ops::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
+        ops::fill(g.data(), n, 0.01f);
+      },
+      reps);
+  return 36.0 * static_cast<double>(n) / t;
+}
+
 // The slowest rank's seconds of `fn` (started together after a barrier), best of `reps`.
 Result<double> group_seconds(Communicator& group, int reps, const std::function<Status()>& fn) {
   double best = 1e30;
@@ -127,6 +150,16 @@ Result<double> group_seconds(Communicator& group, int reps, const std::function<
 }
 
 }  // namespace
+
+CalibrationProbe probe_for_run(const ModelConfig& model, int64_t micro_batch, int64_t seq_len) {
+  CalibrationProbe p;
+  p.model = model;
+  p.model.n_layer = std::min<decltype(model.n_layer)>(model.n_layer, 2);
+  // At most 2048 tokens (a micro-batch of at least one sequence): the probe runs four times at start.
+  p.micro_batch = std::max<int64_t>(1, std::min<int64_t>(micro_batch, 2048 / std::max<int64_t>(1, seq_len)));
+  p.seq_len = seq_len;
+  return p;
+}
 
 HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node) {
   CalibrationOptions o = options;
@@ -167,7 +200,8 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
     h.op_overhead_s = seconds_of([&] { ops::add(c.data(), a.data(), b.data(), 64); }, o.reps);
   }
   h.refault_bandwidth = refault_bandwidth_of(o.reps);
-  h.compute_scale = compute_scale_of(h, o.reps);
+  h.optimizer_bandwidth = optimizer_bandwidth_of(o.quick ? int64_t{4} << 20 : int64_t{16} << 20, o.reps);
+  h.compute_scale = compute_scale_of(h, o.probe ? *o.probe : generic_probe(), o.reps);
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);
   h.devices_per_node = std::max(1, ranks_per_node);

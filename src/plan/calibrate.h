@@ -5,13 +5,27 @@
 // groups of every size that divides the world, and how much of an all-reduce hides behind compute.
 // What it cannot measure (the inter-node network) comes from the caller's defaults.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "model/config.h"
 #include "plan/hardware.h"
 
 namespace tessera {
+
+// The model whose forward + backward against the op model's sum for it sets compute_scale (what the
+// per-op rates miss in a real step). A run measuring at start probes its own model (2 of its layers,
+// embedding and head included, at its micro-batch): the generic probe's small matmuls transfer
+// poorly to larger models (on the 2-core VM its scale moved 0.71-1.36 between calibrations, and
+// bench-small's compute came out 25-50 % low with it).
+struct CalibrationProbe {
+  ModelConfig model;
+  int64_t micro_batch = 4, seq_len = 64;
+};
+// A run's probe: its model cut to at most 2 layers, at its micro-batch and sequence length.
+CalibrationProbe probe_for_run(const ModelConfig& model, int64_t micro_batch, int64_t seq_len);
 
 struct CalibrationOptions {
   int reps = 10;  // timings per point (the best is kept: a loaded machine only ever slows a run)
@@ -20,6 +34,8 @@ struct CalibrationOptions {
   bool quick = false;
   // The square sgemm peak already measured with the same threads (GFLOP/s); 0 = time it here.
   double sgemm_peak_gflops = 0;
+  // The compute_scale probe; none: the generic one (tiny's family, 2 layers x 128, micro-batch 4 x 64).
+  std::optional<CalibrationProbe> probe;
 };
 
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_

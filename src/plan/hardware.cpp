@@ -156,6 +156,7 @@ Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::strin
   TS_RETURN_IF_ERROR(dev.number("memory_bandwidth_gbs", kG, h.memory_bandwidth, true, 1e-9));
   TS_RETURN_IF_ERROR(dev.number("op_overhead_us", kUs, h.op_overhead_s, false));
   TS_RETURN_IF_ERROR(dev.number("refault_gbs", kG, h.refault_bandwidth, false));
+  TS_RETURN_IF_ERROR(dev.number("optimizer_gbs", kG, h.optimizer_bandwidth, false));
   dev.mark("gemm_efficiency");
   TS_RETURN_IF_ERROR(read_gemm_table(dev, h));
   TS_RETURN_IF_ERROR(dev.unknown_keys());
@@ -227,6 +228,7 @@ std::string hardware_to_toml(const HardwareSpec& h) {
   line("memory_bandwidth_gbs", h.memory_bandwidth / kG);
   line("op_overhead_us", h.op_overhead_s / kUs);
   if (h.refault_bandwidth > 0) line("refault_gbs", h.refault_bandwidth / kG);
+  if (h.optimizer_bandwidth > 0) line("optimizer_gbs", h.optimizer_bandwidth / kG);
   if (!h.gemm_efficiency.empty()) {
     out += "gemm_efficiency = [";
     for (size_t i = 0; i < h.gemm_efficiency.size(); ++i) {

@@ -47,6 +47,9 @@ struct HardwareSpec {
   // what ZeRO 2 / 3 pay every micro-batch for the gradient and gathered-parameter pages they give
   // back (core/memory.h, paged buffers). 0: free (a GPU's buffers stay mapped).
   double refault_bandwidth = 0;
+  // bytes/s of the optimizer step's streams (the gradient norm, AdamW, zeroing the gradients: 36 bytes
+  // a parameter), measured over arrays far beyond the caches; 0: memory_bandwidth.
+  double optimizer_bandwidth = 0;
   // [node]
   int devices_per_node = 1;
   // CPU machines: the cores the node's ranks share (0: every device computes on its own, as GPUs do).

@@ -272,7 +272,8 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
     }
     // AdamW over the owned parameters: read p, g, m, v and write p, m, v; clipping reads g; zeroing writes it.
     const double owned = zero > 0 ? params / shards : params;
-    opt[s] = 36.0 * owned / hw.memory_bandwidth + 4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
+    const double stream = hw.optimizer_bandwidth > 0 ? hw.optimizer_bandwidth : hw.memory_bandwidth;
+    opt[s] = 36.0 * owned / stream + 4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
     end[s] = finish[s] + dp_exposed[s] + opt[s];
     if (end[s] > end[slow]) slow = s;
   }

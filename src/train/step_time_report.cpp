@@ -61,6 +61,7 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   CalibrationOptions o;
   o.quick = true;
   o.sgemm_peak_gflops = defaults.sgemm_peak_gflops;
+  o.probe = probe_for_run(cfg.model, cfg.train.micro_batch, cfg.data.seq_len);
   TS_ASSIGN_OR_RETURN(HardwareSpec h, calibrate_machine(world, o, ranks_per_node));
   h.name = "this machine (measured at start)";
   return h;

@@ -45,6 +45,7 @@ TEST(Hardware, RoundTripsThroughToml) {
   h.memory_bandwidth = 2e10;
   h.op_overhead_s = 2e-6;
   h.refault_bandwidth = 3e9;
+  h.optimizer_bandwidth = 1.5e10;
   h.devices_per_node = 2;
   h.cores_per_node = 4;
   h.intra = {1e-6, 5e9};
@@ -68,6 +69,7 @@ TEST(Hardware, RoundTripsThroughToml) {
   EXPECT_NEAR(back->step_overhead_s, 1e-3, 1e-12);
   EXPECT_NEAR(back->compute_scale, 1.25, 1e-9);
   EXPECT_NEAR(back->refault_bandwidth, 3e9, 1e3);
+  EXPECT_NEAR(back->optimizer_bandwidth, 1.5e10, 1e4);
   EXPECT_EQ(back->cores_per_node, 4);
   ASSERT_EQ(back->measured.size(), 1u);
   EXPECT_EQ(back->measured[0].ranks, 2);

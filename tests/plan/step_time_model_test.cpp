@@ -236,6 +236,19 @@ TEST(StepTimeModel, ZeroPaysForThePagesItHandsBack) {
   }
 }
 
+// The optimizer streams 36 bytes a parameter at its own measured rate when there is one, else at the
+// elementwise memory rate (which a small working set measures in cache).
+TEST(StepTimeModel, OptimizerStreamsAtItsOwnMeasuredRate) {
+  HardwareSpec h = ideal();
+  h.memory_bandwidth = 4e10;
+  const RunConfig cfg = config();
+  const double P = static_cast<double>(ParamLayout(cfg.model).total_numel());
+  const double overhead = 4 * h.op_overhead_s;
+  EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, 36 * P / 4e10 + overhead, 1e-12);
+  h.optimizer_bandwidth = 1e10;
+  EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, 36 * P / 1e10 + overhead, 1e-12);
+}
+
 // Owner-only experts (ep, no ZeRO): dense gradients are reduced over dp x ep, each rank's
 // experts over dp only, and AdamW runs over E / ep experts.
 TEST(StepTimeModel, ExpertParallelReducesOnlyTheDenseTensorsAcrossEp) {
