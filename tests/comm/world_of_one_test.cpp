@@ -2,10 +2,14 @@
 // validation errors are reported before anything reaches MPI.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "comm/agreement.h"
 #include "comm/grid.h"
+#include "comm/mpi/libnbc_allreduce.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "../world_of_one.h"
@@ -31,6 +35,27 @@ TEST(WorldOfOne, OpsAreIdentities) {
   EXPECT_TRUE(a.wait().ok());
   EXPECT_TRUE(w.barrier().ok());
   EXPECT_TRUE(check_agreement(w, "config", agreement_hash("same")).ok());
+}
+
+// Nothing crosses a link in a world of one: the all-reduce knob stays unused, without starting MPI_T
+// (which registers every MCA component's variables, ~0.2 s of every one-process run).
+TEST(WorldOfOne, PinsNoAlgorithmAndLeavesMpiTAlone) {
+  const LibnbcAllreduceKnob& knob = world().allreduce_knob();
+  EXPECT_FALSE(knob.usable());
+  EXPECT_NE(knob.why_not().find("world of one"), std::string::npos) << knob.why_not();
+}
+
+// The singleton runs without Open MPI's helper daemon (orted): no child process of this one.
+TEST(WorldOfOne, StartsNoHelperDaemon) {
+  world();
+  std::string children;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    std::string pids;
+    std::getline(in, pids);
+    children += pids;
+  }
+  EXPECT_EQ(children.find_first_not_of(' '), std::string::npos) << "child processes: " << children;
 }
 
 TEST(WorldOfOne, ValidationErrorsNameTheProblem) {
