@@ -24,7 +24,8 @@ struct CalibrationProbe {
   ModelConfig model;
   int64_t micro_batch = 4, seq_len = 64;
 };
-// A run's probe: its model cut to at most 2 layers, at its micro-batch and sequence length.
+// A run's probe: its model cut to at most 2 layers, at its micro-batch (cut to at most 1024 tokens,
+// at least one sequence) and sequence length.
 CalibrationProbe probe_for_run(const ModelConfig& model, int64_t micro_batch, int64_t seq_len);
 
 struct CalibrationOptions {

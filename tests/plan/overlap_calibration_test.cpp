@@ -19,15 +19,15 @@ TEST(OverlapFromTimings, PartOfTheCommunicationShowing) {
   EXPECT_DOUBLE_EQ(overlap_from_timings(2.0, 3.0, 9.0), 0.0);  // slower than both in turn: none hidden
 }
 
-// A run probes its own model: at most 2 of its layers, at most 2048 tokens, at least one sequence.
-TEST(ProbeForRun, CutsTheModelToTwoLayersAndTheMicroBatchTo2048Tokens) {
+// A run probes its own model: at most 2 of its layers, at most 1024 tokens, at least one sequence.
+TEST(ProbeForRun, CutsTheModelToTwoLayersAndTheMicroBatchTo1024Tokens) {
   ModelConfig m = model_preset("tiny").value();
   m.n_layer = 12;
-  CalibrationProbe p = probe_for_run(m, 8, 1024);
+  CalibrationProbe p = probe_for_run(m, 8, 512);
   EXPECT_EQ(p.model.n_layer, 2);
   EXPECT_EQ(p.model.d_model, m.d_model);
   EXPECT_EQ(p.micro_batch, 2);
-  EXPECT_EQ(p.seq_len, 1024);
+  EXPECT_EQ(p.seq_len, 512);
   EXPECT_EQ(probe_for_run(m, 4, 4096).micro_batch, 1);
   m.n_layer = 1;
   p = probe_for_run(m, 2, 128);
