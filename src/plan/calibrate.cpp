@@ -228,8 +228,9 @@ Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& worl
     // Least squares of t = a + b n over sizes, then alpha = a / 2(g-1), bandwidth = 2(g-1)/g / b.
     std::vector<double> xs, ts;
     // Up to the size of a small model's whole gradient (64 MiB; the quick measurement 16 MiB): past
-    // the caches a ring moves data at a fraction of the in-cache rate (2.3 against 7 GB/s between two
-    // ranks of the 2-core VM), and the gradient exchange the model charges with this row is that large.
+    // the caches a ring moves data at a fraction of the in-cache rate (fitted to 64 MiB 2.8-3.0 GB/s
+    // between two ranks of the 2-core VM, to 16 MiB 6.3-6.7), and the gradient exchange the model
+    // charges with this row is that large.
     std::vector<int64_t> counts = {1, 4096, 262144, int64_t{4} << 20};  // 4 B, 16 KiB, 1 MiB, 16 MiB
     if (!o.quick) {
       counts.clear();
