@@ -43,9 +43,10 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
     TS_RETURN_IF_ERROR(check_agreement(
         world, std::string(kHardwareEnvVar) + " (set it for every rank, e.g. mpirun -x " + kHardwareEnvVar + ")",
         agreement_hash(defaults.file)));
-  const bool from_env = cfg.train.hardware.empty() && !defaults.file.empty();
-  if (!cfg.train.hardware.empty() || from_env) {
-    Result<HardwareSpec> h = load_hardware(from_env ? defaults.file : cfg.train.hardware);
+  const bool from_env = cfg.train.hardware.empty();
+  const std::string& file = from_env ? defaults.file : cfg.train.hardware;
+  if (!file.empty()) {
+    Result<HardwareSpec> h = load_hardware(file);
     if (!h.ok() && from_env)
       h = Status(h.status().code(), std::string(kHardwareEnvVar) + " (the hardware file for runs without train.hardware): " +
                                          h.status().message() + "; fix the path or unset " + kHardwareEnvVar +
@@ -57,23 +58,12 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   }
   // Each rank measures with the threads it will train with (training_setup.cpp's choice).
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = cfg.train.threads > 0 ? cfg.train.threads : std::max(1, cores / std::max(1, ranks_per_node));
-  omp_set_num_threads(threads);
+  omp_set_num_threads(cfg.train.threads > 0 ? cfg.train.threads : std::max(1, cores / std::max(1, ranks_per_node)));
   CalibrationOptions o;
   o.quick = true;
   o.sgemm_peak_gflops = defaults.sgemm_peak_gflops;
   o.probe = probe_for_run(cfg.model, cfg.train.micro_batch, cfg.data.seq_len);
   TS_ASSIGN_OR_RETURN(HardwareSpec h, calibrate_machine(world, o, ranks_per_node));
-  // Ranks beyond the cores measured while taking turns on them, and the model stretches compute by
-  // that sharing itself (HardwareSpec::core_sharing): the device is what one rank gets alone. (4 ranks
-  // on 2 cores, bench-small: predicted 35 % over the measured step before.)
-  const double sharing = h.core_sharing(ranks_per_node, threads);
-  h.peak_flops_fp32 *= sharing;
-  h.peak_flops_bf16 *= sharing;
-  h.memory_bandwidth *= sharing;
-  h.optimizer_bandwidth *= sharing;
-  h.refault_bandwidth *= sharing;
-  h.op_overhead_s /= sharing;
   h.name = "this machine (measured at start)";
   return h;
 }
