@@ -228,6 +228,23 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   return h;
 }
 
+std::vector<int64_t> all_reduce_calibration_counts(const CalibrationOptions& o) {
+  // Up to the size of a small model's whole gradient (64 MiB; the quick measurement 16 MiB, or the
+  // run's gradient up to 64 MiB): past the caches a ring moves data at a fraction of the in-cache
+  // rate (two ranks of the 2-core VM: 6.3-6.7 GB/s fitted to 16 MiB, 2.8-3.0 to 64 MiB), and the
+  // model charges the whole gradient exchange at the fitted rate.
+  const int64_t most = int64_t{16} << 20;  // floats: 64 MiB
+  std::vector<int64_t> counts;
+  if (!o.quick) {
+    for (int64_t n = 1; n <= most; n *= 4) counts.push_back(n);
+    return counts;
+  }
+  counts = {1, 4096, 262144, int64_t{4} << 20};  // 4 B, 16 KiB, 1 MiB, 16 MiB
+  const int64_t gradient = std::min(o.largest_message_bytes / 4, most);
+  if (gradient > counts.back()) counts.push_back(gradient);
+  return counts;
+}
+
 Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& world, const CalibrationOptions& o) {
   std::vector<MeasuredCollective> out;
   const int P = world.size();
@@ -237,15 +254,7 @@ Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& worl
                         world.split(world.rank() / g, world.rank(), "calibrate/" + std::to_string(g)));
     // Least squares of t = a + b n over sizes, then alpha = a / 2(g-1), bandwidth = 2(g-1)/g / b.
     std::vector<double> xs, ts;
-    // Up to the size of a small model's whole gradient (64 MiB; the quick measurement 16 MiB): past
-    // the caches a ring moves data at a fraction of the in-cache rate (fitted to 64 MiB 2.8-3.0 GB/s
-    // between two ranks of the 2-core VM, to 16 MiB 6.3-6.7), and the gradient exchange the model
-    // charges with this row is that large.
-    std::vector<int64_t> counts = {1, 4096, 262144, int64_t{4} << 20};  // 4 B, 16 KiB, 1 MiB, 16 MiB
-    if (!o.quick) {
-      counts.clear();
-      for (int64_t n = 1; n <= (int64_t{16} << 20); n *= 4) counts.push_back(n);
-    }
+    const std::vector<int64_t> counts = all_reduce_calibration_counts(o);
     std::vector<float> buf(static_cast<size_t>(counts.back()), 1.f);
     for (int64_t n : counts) {
       TS_ASSIGN_OR_RETURN(double best, group_seconds(*group, o.quick ? 2 : o.reps, [&] {

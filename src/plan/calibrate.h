@@ -37,6 +37,10 @@ struct CalibrationOptions {
   double sgemm_peak_gflops = 0;
   // The compute_scale probe; none: the generic one (tiny's family, 2 layers x 128, micro-batch 4 x 64).
   std::optional<CalibrationProbe> probe;
+  // The quick measurement also times an all-reduce of this many bytes (the run's gradient; at most
+  // 64 MiB) when it exceeds 16 MiB: past the caches the rate keeps falling, and the model charges
+  // the whole gradient exchange at the fitted rate.
+  int64_t largest_message_bytes = 0;
 };
 
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_
@@ -47,9 +51,12 @@ struct CalibrationOptions {
 HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node);
 
 // Collective over `world`: for each group size g in 2..size dividing size, groups of g consecutive
-// ranks time all-reduces from 4 B to 64 MiB (quick: 16 MiB), and a least-squares fit of the ring model
+// ranks time all-reduces from 4 B to 64 MiB (quick: 16 MiB, or the run's gradient up to 64 MiB:
+// largest_message_bytes), and a least-squares fit of the ring model
 // 2(g-1) alpha + 2(g-1)/g n / bandwidth gives one row. Empty at world size 1.
 Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& world, const CalibrationOptions& options);
+// The element counts (f32) those all-reduces time, smallest first.
+std::vector<int64_t> all_reduce_calibration_counts(const CalibrationOptions& options);
 
 // How much of a ring all-reduce hides behind compute here, overlapped as the trainer overlaps a
 // gradient bucket (started, then test() after each layer): 1 - exposed / alone, exposed being what the

@@ -35,5 +35,24 @@ TEST(ProbeForRun, CutsTheModelToTwoLayersAndTheMicroBatchTo1024Tokens) {
   EXPECT_EQ(p.micro_batch, 2);
 }
 
+// A run's quick measurement times the all-reduce at its gradient's size (past the caches the rate
+// falls by half on the 2-core VM), up to the full calibration's 64 MiB; a small gradient adds nothing.
+TEST(AllReduceCalibrationCounts, ReachTheRunsGradientUpTo64MiB) {
+  CalibrationOptions full;
+  EXPECT_EQ(all_reduce_calibration_counts(full).back(), int64_t{16} << 20);
+  CalibrationOptions quick;
+  quick.quick = true;
+  const int64_t sixteen_mib = int64_t{4} << 20;  // floats
+  EXPECT_EQ(all_reduce_calibration_counts(quick).back(), sixteen_mib);
+  quick.largest_message_bytes = 55959552;  // bench-small's gradient
+  EXPECT_EQ(all_reduce_calibration_counts(quick).back(), 55959552 / 4);
+  EXPECT_EQ(all_reduce_calibration_counts(quick).size(), 5u);
+  quick.largest_message_bytes = int64_t{500} << 20;  // GPT-2's: capped
+  EXPECT_EQ(all_reduce_calibration_counts(quick).back(), int64_t{16} << 20);
+  quick.largest_message_bytes = int64_t{8} << 20;  // already covered
+  EXPECT_EQ(all_reduce_calibration_counts(quick).back(), sixteen_mib);
+  EXPECT_EQ(all_reduce_calibration_counts(quick).size(), 4u);
+}
+
 }  // namespace
 }  // namespace tessera
