@@ -92,7 +92,8 @@ Status CheckpointWriter::add(std::string key, DType dtype, std::vector<int64_t> 
   TensorEntry e{std::move(key), dtype, std::move(global_shape), {}};
   e.pieces.push_back(TensorPiece{rank_, record_.file, 0, global_offset, numel, 0});
   const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
-  pending_.push_back(Pending{std::move(e), data, static_cast<size_t>(pending_bytes())});
+  pending_.push_back(Pending{std::move(e), data, static_cast<size_t>(pending_bytes_)});
+  pending_bytes_ += static_cast<int64_t>(bytes);
   if (live_) live_->add(data, bytes);
   return {};
 }
@@ -132,12 +133,6 @@ Status CheckpointWriter::write_piece(DurableFile& file, size_t i, TensorPiece& p
   piece.checksum = checksum.digest();
   piece.fingerprint = fingerprint;
   return {};
-}
-
-int64_t CheckpointWriter::pending_bytes() const {
-  int64_t n = 0;
-  for (const Pending& p : pending_) n += p.entry.pieces.front().numel * static_cast<int64_t>(dtype_size(p.entry.dtype));
-  return n;
 }
 
 Status CheckpointWriter::write_shard() {
@@ -182,6 +177,7 @@ Status CheckpointWriter::write_shard() {
   // The file's directory entry must be durable too before rank 0 writes the manifest.
   TS_RETURN_IF_ERROR(fsync_dir(dir));
   pending_.clear();
+  pending_bytes_ = 0;
   written_ = true;
   return {};
 }

@@ -68,7 +68,7 @@ class CheckpointWriter {
     kill_when_reached_ = kill_when_reached;
   }
   // Bytes of data registered so far (the shard is this plus alignment padding).
-  int64_t pending_bytes() const;
+  int64_t pending_bytes() const { return pending_bytes_; }
   // What this rank wrote, for the manifest; valid after write_shard.
   const ShardRecord& record() const { return record_; }
   const CheckpointTarget& target() const { return target_; }
@@ -84,6 +84,7 @@ class CheckpointWriter {
   // Writes piece i (checksum, fingerprint, bytes) slice by slice.
   Status write_piece(DurableFile& file, size_t i, TensorPiece& piece, DType dtype);
   std::vector<Pending> pending_;
+  int64_t pending_bytes_ = 0;  // kept as pieces are added: a tp shard adds one per row
   std::unique_ptr<LiveCopy> live_;  // allow_freeze
   ShardRecord record_;
   bool written_ = false;
