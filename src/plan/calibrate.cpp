@@ -127,8 +127,7 @@ double refault_bandwidth_of(int reps) {
   return again > resident ? static_cast<double>(bytes) / (again - resident) : 0.0;
 }
 
-// The optimizer step's streams as the trainer runs them over n parameters (the full calibration 16 Mi:
-// 256 MiB of parameters, gradients and moments, beyond the caches like a model's; the quick one 4 Mi):
+// The optimizer step's streams as the trainer runs them over n parameters (optimizer_calibration_params):
 // the gradient norm, AdamW, zeroing the gradients, 36 bytes a parameter. bench-small's optimizer
 // streamed 15 GB/s on the 2-core VM, where the elementwise rate over 12 MiB (in cache) said 30.
 double optimizer_bandwidth_of(int64_t n, int reps) {
@@ -171,6 +170,12 @@ CalibrationProbe probe_for_run(const ModelConfig& model, int64_t micro_batch, in
   return p;
 }
 
+int64_t optimizer_calibration_params(const CalibrationOptions& o) {
+  const int64_t most = int64_t{16} << 20;
+  if (o.optimizer_params > 0) return std::clamp<int64_t>(o.optimizer_params, int64_t{1} << 18, most);
+  return o.quick ? int64_t{4} << 20 : most;
+}
+
 HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node) {
   CalibrationOptions o = options;
   if (o.quick) o.reps = 2;
@@ -210,7 +215,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
     h.op_overhead_s = seconds_of([&] { ops::add(c.data(), a.data(), b.data(), 64); }, o.reps);
   }
   h.refault_bandwidth = refault_bandwidth_of(o.reps);
-  h.optimizer_bandwidth = optimizer_bandwidth_of(o.quick ? int64_t{4} << 20 : int64_t{16} << 20, o.reps);
+  h.optimizer_bandwidth = optimizer_bandwidth_of(optimizer_calibration_params(o), o.reps);
   h.compute_scale = compute_scale_of(h, o.probe ? *o.probe : generic_probe(), o.reps);
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);

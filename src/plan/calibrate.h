@@ -41,7 +41,14 @@ struct CalibrationOptions {
   // 64 MiB) when it exceeds 16 MiB: past the caches the rate keeps falling, and the model charges
   // the whole gradient exchange at the fitted rate.
   int64_t largest_message_bytes = 0;
+  // The parameters a rank's optimizer steps over (the run's); 0 = 16 Mi (quick: 4 Mi). The rate
+  // depends on the size: bench-small's 14 Mi streamed at 0.55-0.7 of the rate over 4 Mi on the 2-core VM.
+  int64_t optimizer_params = 0;
 };
+
+// The parameters the optimizer rate is timed over: optimizer_params within [256 Ki, 16 Mi] (16 Mi
+// = 256 MiB of parameters, gradients and moments, beyond the caches like a model's), else the default.
+int64_t optimizer_calibration_params(const CalibrationOptions& options);
 
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_
 // efficiency, memory_bandwidth, op_overhead_s, memory_bytes (this machine's memory / ranks_per_node),

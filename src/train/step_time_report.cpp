@@ -64,7 +64,9 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   o.quick = true;
   o.sgemm_peak_gflops = defaults.sgemm_peak_gflops;
   o.probe = probe_for_run(cfg.model, cfg.train.micro_batch, cfg.data.seq_len);
-  o.largest_message_bytes = 4 * ParamLayout(cfg.model).total_numel();  // the gradient, fp32
+  const int64_t params = ParamLayout(cfg.model).total_numel();
+  o.largest_message_bytes = 4 * params;  // the gradient, fp32
+  o.optimizer_params = params;
   TS_ASSIGN_OR_RETURN(HardwareSpec h, calibrate_machine(world, o, ranks_per_node));
   h.name = "this machine (measured at start)";
   return h;

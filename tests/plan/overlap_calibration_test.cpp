@@ -54,5 +54,20 @@ TEST(AllReduceCalibrationCounts, ReachTheRunsGradientUpTo64MiB) {
   EXPECT_EQ(all_reduce_calibration_counts(quick).size(), 4u);
 }
 
+// The optimizer rate is timed over the run's own parameters (its rate falls past the caches),
+// bounded to [256 Ki, 16 Mi]; without a run, 16 Mi (quick: 4 Mi).
+TEST(OptimizerCalibrationParams, TheRunsParametersWithinBounds) {
+  CalibrationOptions o;
+  EXPECT_EQ(optimizer_calibration_params(o), int64_t{16} << 20);
+  o.quick = true;
+  EXPECT_EQ(optimizer_calibration_params(o), int64_t{4} << 20);
+  o.optimizer_params = 13989888;  // bench-small
+  EXPECT_EQ(optimizer_calibration_params(o), 13989888);
+  o.optimizer_params = 1000;
+  EXPECT_EQ(optimizer_calibration_params(o), int64_t{1} << 18);
+  o.optimizer_params = int64_t{124} << 20;
+  EXPECT_EQ(optimizer_calibration_params(o), int64_t{16} << 20);
+}
+
 }  // namespace
 }  // namespace tessera
