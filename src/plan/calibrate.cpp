@@ -292,33 +292,51 @@ double overlap_from_timings(double comm_alone, double compute_alone, double both
 
 Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& o) {
   if (world.size() < 2) return kAssumedCpuOverlap;
-  const int reps = o.quick ? 4 : o.reps;  // a difference of two timings: more of them than elsewhere
-  std::vector<float> buf(1 << 20, 1.f);  // 4 MiB: the default gradient bucket (parallel.bucket_mb)
-  const auto n = static_cast<int64_t>(buf.size());
+  const int reps = o.quick ? 2 : o.reps;
+  // The gradient as the trainer exchanges it: buckets of bucket_bytes, each started once the backward
+  // has written all of it, MPI poked (test()) between layers only. With a few layers MPI moves little
+  // before the final wait, whatever it manages for one small message in a tight loop.
+  const int64_t n = std::max<int64_t>(1, std::min(o.largest_message_bytes > 0 ? o.largest_message_bytes : int64_t{16} << 20,
+                                                  int64_t{64} << 20) / 4);
+  const int64_t bucket = std::clamp<int64_t>(o.bucket_bytes / 4, 1, n);
+  const int layers = std::max(1, o.backward_layers);
+  std::vector<float> grad(static_cast<size_t>(n), 1.f);
+  auto slice_end = [&](int l) { return n * (l + 1) / layers; };
   TS_ASSIGN_OR_RETURN(double comm, group_seconds(world, reps, [&] {
-                        return world.all_reduce(buf.data(), buf.data(), n, DType::f32);
-                      }));
-  // The compute: model-like layers, enough of them to outlast the all-reduce one and a half times
-  // (every rank runs the same count: the largest any rank needs).
-  const int64_t N = 256, C = 256, OC = 1024;
-  std::vector<float> x(N * C, 0.5f), w(OC * C, 0.25f), y(N * OC);
-  auto layer = [&] { ops::matmul_forward(y.data(), x.data(), w.data(), nullptr, N, C, OC); };
-  const double one = seconds_of(layer, 2);
-  float layers = static_cast<float>(std::clamp(std::ceil(1.5 * comm / one), 8.0, 4096.0));
-  TS_RETURN_IF_ERROR(world.all_reduce(&layers, &layers, 1, DType::f32, ReduceOp::max));
-  const int L = static_cast<int>(layers);
-  TS_ASSIGN_OR_RETURN(double compute, group_seconds(world, reps, [&] {
-                        for (int i = 0; i < L; ++i) layer();
+                        for (int64_t b = 0; b < n; b += bucket)
+                          TS_RETURN_IF_ERROR(world.all_reduce(grad.data() + b, grad.data() + b, std::min(bucket, n - b), DType::f32));
                         return Status::ok_status();
                       }));
-  // As the trainer overlaps a bucket: started, then poked with test() after every layer.
+  // A layer's backward: matmuls (every rank runs as many as the slowest needs for the backward to
+  // outlast the exchange twice over), then its slice of the gradient written.
+  const int64_t N = 256, C = 256, OC = 1024;
+  std::vector<float> x(N * C, 0.5f), w(OC * C, 0.25f), y(N * OC);
+  auto matmul = [&] { ops::matmul_forward(y.data(), x.data(), w.data(), nullptr, N, C, OC); };
+  const double one = seconds_of(matmul, 2);
+  float per_layer = static_cast<float>(std::clamp(std::ceil(2.0 * comm / layers / one), 1.0, 4096.0));
+  TS_RETURN_IF_ERROR(world.all_reduce(&per_layer, &per_layer, 1, DType::f32, ReduceOp::max));
+  auto layer = [&](int l) {
+    for (int i = 0; i < static_cast<int>(per_layer); ++i) matmul();
+    const int64_t begin = l == 0 ? 0 : slice_end(l - 1);
+    ops::fill(grad.data() + begin, slice_end(l) - begin, 1.f);
+  };
+  TS_ASSIGN_OR_RETURN(double compute, group_seconds(world, reps, [&] {
+                        for (int l = 0; l < layers; ++l) layer(l);
+                        return Status::ok_status();
+                      }));
   TS_ASSIGN_OR_RETURN(double both, group_seconds(world, reps, [&] {
-                        Work work = world.all_reduce_async(buf.data(), buf.data(), n, DType::f32);
-                        for (int i = 0; i < L; ++i) {
-                          layer();
-                          (void)work.test();
+                        std::vector<Work> flight;
+                        int64_t launched = 0;
+                        for (int l = 0; l < layers; ++l) {
+                          layer(l);
+                          for (Work& w : flight) (void)w.test();
+                          for (; launched + bucket <= slice_end(l); launched += bucket)
+                            flight.push_back(world.all_reduce_async(grad.data() + launched, grad.data() + launched, bucket, DType::f32));
                         }
-                        return work.wait();
+                        if (launched < n)
+                          flight.push_back(world.all_reduce_async(grad.data() + launched, grad.data() + launched, n - launched, DType::f32));
+                        for (Work& w : flight) TS_RETURN_IF_ERROR(w.wait());
+                        return Status::ok_status();
                       }));
   return overlap_from_timings(comm, compute, both);
 }

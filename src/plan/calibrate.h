@@ -44,6 +44,11 @@ struct CalibrationOptions {
   // The parameters a rank's optimizer steps over (the run's); 0 = 16 Mi (quick: 4 Mi). The rate
   // depends on the size: bench-small's 14 Mi streamed at 0.55-0.7 of the rate over 4 Mi on the 2-core VM.
   int64_t optimizer_params = 0;
+  // The overlap measurement exchanges a gradient of largest_message_bytes (none: 16 MiB; at most
+  // 64 MiB) in buckets of bucket_bytes (parallel.bucket_mb) over a backward of backward_layers
+  // layers (the run's layers per rank), as DataParallel does.
+  int64_t bucket_bytes = int64_t{4} << 20;
+  int backward_layers = 8;
 };
 
 // The parameters the optimizer rate is timed over: optimizer_params within [256 Ki, 16 Mi] (16 Mi
@@ -65,11 +70,12 @@ Result<std::vector<MeasuredCollective>> calibrate_collectives(Communicator& worl
 // The element counts (f32) those all-reduces time, smallest first.
 std::vector<int64_t> all_reduce_calibration_counts(const CalibrationOptions& options);
 
-// How much of a ring all-reduce hides behind compute here, overlapped as the trainer overlaps a
-// gradient bucket (started, then test() after each layer): 1 - exposed / alone, exposed being what the
-// pair takes beyond the compute alone (overlap_from_timings). MPI without a progress thread moves a
-// large message only inside MPI calls, so on a CPU this is well below 1. One rank has nothing to
-// measure: kAssumedCpuOverlap.
+// How much of a data-parallel gradient exchange hides behind the backward here, run as the trainer runs
+// it (bucket_bytes buckets started as backward_layers layers write the gradient, test() between
+// layers, the rest waited for at the end): 1 - exposed / alone, exposed being what the pair takes
+// beyond the compute alone (overlap_from_timings). MPI without a progress thread moves a message
+// only inside MPI calls, so on a CPU this is well below 1. One rank has nothing to measure:
+// kAssumedCpuOverlap.
 constexpr double kAssumedCpuOverlap = 0.5;
 Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& options);
 double overlap_from_timings(double comm_alone, double compute_alone, double both);

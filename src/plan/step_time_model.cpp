@@ -224,7 +224,10 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   }
   // The data-parallel part, per stage; the step ends when the slowest stage's last reduction does.
   std::vector<double> dp_exposed(P, 0), dp_total(P, 0), opt(P, 0), end(P, 0);
-  const double ov = hw.overlap_efficiency;
+  // overlap_efficiency of the communication that fits in its window hides; the rest shows.
+  auto exposed_of = [ov = hw.overlap_efficiency](double comm, double window, double least) {
+    return std::max(comm - ov * std::min(comm, window), least);
+  };
   for (int s = 0; s < P; ++s) {
     const double params = ranks[s].params();
     const double bytes = kF * params;
@@ -241,7 +244,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
         const double total = ring_all_reduce_s(bytes - experts, replicas, dp_link) + ring_all_reduce_s(experts, g.dp, dp_link);
         const double last = ring_all_reduce_s(std::min(bytes, cfg.parallel.bucket_mb * 1048576.0), replicas, dp_link);
         dp_total[s] = total;
-        dp_exposed[s] = std::max(total - ov * bwd_window, last);
+        dp_exposed[s] = exposed_of(total, bwd_window, last);
       } else {
         const double rs = ring_reduce_scatter_s(bytes, shards, dp_link);
         const double ag = ring_all_gather_s(bytes, shards, dp_link);
@@ -250,10 +253,10 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
         const double ep_avg = g.ep > 1 ? ring_all_reduce_s((bytes - kF * ranks[s].expert_params()) / shards, g.ep, dp_link) : 0;
         if (zero == 1) {
           dp_total[s] = rs + ag + ep_avg;
-          dp_exposed[s] = std::max(rs - ov * bwd_window, rs_last) + ag + ep_avg;
+          dp_exposed[s] = exposed_of(rs, bwd_window, rs_last) + ag + ep_avg;
         } else if (zero == 2) {
           dp_total[s] = M * rs + ag + ep_avg;
-          dp_exposed[s] = M * std::max(rs - ov * bwd_mb, rs_last) + ag + ep_avg;
+          dp_exposed[s] = M * exposed_of(rs, bwd_mb, rs_last) + ag + ep_avg;
         } else {  // every micro-batch gathers before forward and backward; the first unit's gather waits
           // Each gather also faults the other shards' pages in again (handed back after use).
           const double refault = hw.refault_bandwidth > 0 ? bytes * (shards - 1) / shards / hw.refault_bandwidth : 0;
@@ -261,7 +264,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
           const double gather_unit = ring_all_gather_s(kF * unit, shards, dp_link) + refault * unit / params;
           dp_total[s] = M * (2 * gather + rs) + ep_avg;
           dp_exposed[s] =
-              M * (std::max(gather - ov * fwd_mb, gather_unit) + std::max(gather + rs - ov * bwd_mb, rs_last)) + ep_avg;
+              M * (exposed_of(gather, fwd_mb, gather_unit) + exposed_of(gather + rs, bwd_mb, rs_last)) + ep_avg;
         }
       }
     }

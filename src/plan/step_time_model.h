@@ -12,9 +12,9 @@
 //              each activation / gradient message's point-to-point time: the bubble is the idle
 //              time at zero message time, the exposed pp time what the messages add;
 //   dp         the gradient reduction over the dp group: DataParallel's buckets and ZeRO 1-2's
-//              reduce-scatters overlap the last micro-batch's backward (times overlap_efficiency;
-//              the last bucket never hides), ZeRO 1-2's parameter all-gather after the update does
-//              not; ZeRO 2 reduce-scatters every micro-batch, ZeRO 3 also all-gathers the
+//              reduce-scatters overlap the last micro-batch's backward (overlap_efficiency of
+//              what fits in it hides; the last bucket never does), ZeRO 1-2's parameter
+//              all-gather after the update does not; ZeRO 2 reduce-scatters every micro-batch, ZeRO 3 also all-gathers the
 //              parameters before every forward and backward (prefetched: overlapping them);
 //              and the tied embedding's sum over the first and last stage;
 //   optimizer  AdamW, clipping and zeroing over the owned parameters, memory bound;

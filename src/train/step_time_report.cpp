@@ -67,6 +67,8 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   const int64_t params = ParamLayout(cfg.model).total_numel();
   o.largest_message_bytes = 4 * params;  // the gradient, fp32
   o.optimizer_params = params;
+  o.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
+  o.backward_layers = static_cast<int>(std::max<int64_t>(1, cfg.model.n_layer / std::max<int64_t>(1, cfg.parallel.pp)));
   TS_ASSIGN_OR_RETURN(HardwareSpec h, calibrate_machine(world, o, ranks_per_node));
   h.name = "this machine (measured at start)";
   return h;

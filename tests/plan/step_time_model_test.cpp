@@ -214,6 +214,19 @@ TEST(StepTimeModel, DataParallelReductionHidesOnlyAsFarAsOverlapAllows) {
   EXPECT_GT(z.breakdown.dp_total_s, 1.4 * none.breakdown.dp_total_s);
 }
 
+// overlap_efficiency is the share of the communication that hides (what --calibrate measures), not
+// a share of the window: a backward ten times longer than the exchange still hides only half of it
+// at 0.5.
+TEST(StepTimeModel, PartialOverlapHidesThatShareOfTheCommunication) {
+  RunConfig cfg = config({"parallel.dp=2", "train.batch_tokens=512", "parallel.bucket_mb=0.5"});
+  HardwareSpec h = ideal();
+  h.intra.bandwidth = 1e11;  // the exchange well inside the backward
+  h.overlap_efficiency = 0.5;
+  const StepTimePrediction half = predict(cfg, 2, h);
+  EXPECT_LT(10 * half.breakdown.dp_total_s, half.breakdown.compute_s);
+  EXPECT_NEAR(half.breakdown.dp_s, 0.5 * half.breakdown.dp_total_s, 1e-12);
+}
+
 // ZeRO 2 / 3 hand their pages back after use: at refault bandwidth R, every micro-batch's backward
 // writes the gradient pages in again (4 P / R), and ZeRO 3's two gathers the other shards'
 // parameter pages (2 x 4 P (dp - 1) / dp / R). Stages 0 and 1 keep their pages.
