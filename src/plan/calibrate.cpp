@@ -68,10 +68,11 @@ CalibrationProbe generic_probe() {
   return p;
 }
 
-// Seconds of the probe model's forward + backward: best of reps, each over calls filling 2 ms. A
-// probe whose first call (oneDNN choosing its kernels) took over 50 ms, a large run's own model, is
-// timed once more and that is the answer: at the start of a GPT-2 run on 2 cores each call is seconds.
-double probe_step_seconds(const CalibrationProbe& p, int reps) {
+// Seconds of the probe model's forward + backward: the median of as many calls as fit in `budget`
+// seconds (at least one, at most 15) after a first call (oneDNN choosing its kernels). A median, not
+// the best: the prediction is for a run's typical step, and a single best-of call on a noisy
+// machine read bench-small's compute 15-25 % apart between runs whose steps measured the same.
+double probe_step_seconds(const CalibrationProbe& p, double budget) {
   const ModelConfig& m = p.model;
   const int64_t B = p.micro_batch, T = p.seq_len;
   ParamStore store{ParamLayout(m)};
@@ -84,25 +85,25 @@ double probe_step_seconds(const CalibrationProbe& p, int reps) {
     targets[i] = static_cast<int32_t>((7 * i + 1) % m.vocab_size);
   }
   auto step = [&] {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
     store.zero_grads();
     net.forward(tokens.data(), targets.data());
     net.backward();
-  };
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  step();
-  if (std::chrono::duration<double>(clock::now() - t0).count() > 0.05) {
-    t0 = clock::now();
-    step();
     return std::chrono::duration<double>(clock::now() - t0).count();
-  }
-  return seconds_of(step, reps);
+  };
+  const double first = step();
+  const int calls = std::clamp(static_cast<int>(budget / std::max(first, 1e-6)), 1, 15);
+  std::vector<double> t;
+  for (int i = 0; i < calls; ++i) t.push_back(step());
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
 }
 
 // The probe's measured step over the op model's sum for it on `h` (compute_scale still 1).
-double compute_scale_of(const HardwareSpec& h, const CalibrationProbe& probe, int reps) {
+double compute_scale_of(const HardwareSpec& h, const CalibrationProbe& probe, double budget) {
   const ModelConfig& m = probe.model;
-  const double measured = probe_step_seconds(probe, reps);
+  const double measured = probe_step_seconds(probe, budget);
   // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
   reset_memory_peaks();
   const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
@@ -216,7 +217,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   }
   h.refault_bandwidth = refault_bandwidth_of(o.reps);
   h.optimizer_bandwidth = optimizer_bandwidth_of(optimizer_calibration_params(o), o.reps);
-  h.compute_scale = compute_scale_of(h, o.probe ? *o.probe : generic_probe(), o.reps);
+  h.compute_scale = compute_scale_of(h, o.probe ? *o.probe : generic_probe(), o.quick ? 0.3 : 1.0);
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);
   h.devices_per_node = std::max(1, ranks_per_node);
