@@ -1,5 +1,6 @@
 // Index-driven ops: top-k's gather and scatter, the tied-embedding tail's row packing. Scatters run
 // in index order (repeated indices add up in a fixed order); in-place row packing runs front to back.
+#include <cstdint>
 #include <cstring>
 
 #include "backend/ops.h"
@@ -19,12 +20,19 @@ void scatter_fill(float* out, const int32_t* idx, int64_t k, float value) {
 }
 
 void nonzero_rows(int32_t* mask, const float* x, int64_t rows, int64_t cols) {
+  // The bits of the whole row or-ed, sign masked off (+-0 both count as zero, NaN does not): a loop
+  // without an early exit vectorises, and most of a large vocabulary's rows are all zero (bench-small,
+  // byte-level data: 3.7 ms a step with the element-by-element early-exit scan).
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * cols;
-    int32_t touched = 0;
-    for (int64_t c = 0; c < cols && !touched; ++c) touched = row[c] != 0.f;
-    mask[r] = touched;
+    uint32_t bits = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      uint32_t b;
+      std::memcpy(&b, row + c, sizeof b);
+      bits |= b;
+    }
+    mask[r] = (bits & 0x7fffffffu) != 0;
   }
 }
 

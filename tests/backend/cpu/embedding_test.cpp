@@ -1,5 +1,7 @@
 // Embedding forward/backward against a double reference and finite differences, with repeated
 // tokens so the backward scatter has collisions.
+#include <limits>
+
 #include "backend/ops.h"
 #include "op_test_util.h"
 
@@ -48,6 +50,22 @@ TEST(Embedding, BackwardAccumulates) {
   expect_accumulates({&dwte, &dwpe}, [&] {
     ops::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
   });
+}
+
+// The tied-embedding tail exchanges only the rows some replica touched: a row counts when any
+// element is other than +-0 (a NaN or a denormal counts; -0 alone does not), wherever it sits.
+TEST(Embedding, NonzeroRowsFindsEveryTouchedRow) {
+  const int64_t rows = 7, cols = 37;
+  std::vector<float> x(rows * cols, 0.f);
+  std::fill_n(x.begin() + 1 * cols, cols, -0.f);       // row 1: only negative zeros
+  x[2 * cols + cols - 1] = 1e-40f;                      // row 2: a denormal in its last column
+  x[3 * cols] = std::numeric_limits<float>::quiet_NaN();  // row 3: NaN first
+  x[4 * cols + 5] = -0.f;                               // row 4: -0 then a value
+  x[4 * cols + 20] = -3.f;
+  x[6 * cols + 17] = 2.f;                               // row 6: one value mid-row
+  std::vector<int32_t> mask(rows, 7);
+  ops::nonzero_rows(mask.data(), x.data(), rows, cols);
+  EXPECT_EQ(mask, (std::vector<int32_t>{0, 0, 1, 1, 1, 0, 1}));
 }
 
 }  // namespace
