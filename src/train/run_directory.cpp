@@ -26,6 +26,10 @@ void warn_resume_changes(const std::string& checkpoint_dir, const nlohmann::json
              "): training continues, but not as the uninterrupted run would have");
 }
 
+Status no_checkpoint_to_resume(const std::string& out_dir) {
+  return not_found("--resume: no complete checkpoint in " + out_dir + "/checkpoints; start without --resume");
+}
+
 Status refuse_existing_run(const std::string& out_dir) {
   auto existing = checkpoint::list_complete_checkpoints(out_dir);
   if (existing.ok() && !existing->empty())
@@ -62,8 +66,7 @@ Status resume_latest(TrainingRun& run) {
   const std::string& out_dir = run.cfg.train.out_dir;
   auto listed = checkpoint::list_complete_checkpoints(out_dir, /*warn=*/run.lead);
   if (!listed.ok()) return listed.status();
-  if (listed->empty())
-    return not_found("--resume: no complete checkpoint in " + out_dir + "/checkpoints; start without --resume");
+  if (listed->empty()) return no_checkpoint_to_resume(out_dir);
   std::vector<std::string> damaged;  // newer than the one that loads; set aside only once one does
   for (auto it = listed->rbegin(); it != listed->rend(); ++it) {
     const Status local = load_owned_parts(run, it->path);
@@ -120,6 +123,25 @@ bool relaunch_without_checkpoint(const TrainingRun& run) {
 
 }  // namespace
 
+bool resumes(const TrainingRun& run) {
+  if (run.opts.resume) return true;
+  auto existing = checkpoint::list_complete_checkpoints(run.cfg.train.out_dir);
+  return run.opts.resume_auto && existing.ok() && !existing->empty();
+}
+
+Result<bool> check_run_directory(const TrainingRun& run) {
+  const std::string& out_dir = run.cfg.train.out_dir;
+  if (run.opts.resume) {
+    auto listed = checkpoint::list_complete_checkpoints(out_dir);
+    if (!listed.ok()) return listed.status();
+    if (listed->empty()) return no_checkpoint_to_resume(out_dir);
+    return true;
+  }
+  if (resumes(run)) return true;
+  if (!relaunch_without_checkpoint(run)) TS_RETURN_IF_ERROR(refuse_existing_run(out_dir));
+  return false;
+}
+
 Status prepare_run_directory(TrainingRun& run) {
   const std::string& out_dir = run.cfg.train.out_dir;
   if (run.lead) {  // no save of this run is running yet: a staging directory is a crashed save's
@@ -127,9 +149,7 @@ Status prepare_run_directory(TrainingRun& run) {
     if (!removed.ok()) return removed.status();
     for (const std::string& dir : *removed) log_warn("removed unfinished checkpoint save " + dir);
   }
-  auto existing = checkpoint::list_complete_checkpoints(out_dir);
-  const bool resume = run.opts.resume || (run.opts.resume_auto && existing.ok() && !existing->empty());
-  if (resume) return resume_latest(run);
+  if (resumes(run)) return resume_latest(run);
   if (run.lead) {  // --resume needs an existing run: a refused one must leave no empty directory
     std::error_code ec;
     fs::create_directories(out_dir, ec);

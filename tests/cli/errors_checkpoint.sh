@@ -14,6 +14,11 @@ expect_error "resume with another width" "d_model" -- \
   tiny_train run ds train.steps=6 model.d_model=32 model.n_head=2 model.d_ff=128 --resume
 # Training into a directory that holds a run, without --resume.
 expect_error "out_dir holds checkpoints" "run|--resume" -- tiny_train run ds train.steps=6
+# ... found before the data is opened and the model built (seconds for a large model).
+expect_error "out_dir refused before the data is read" "already holds checkpoints" -- \
+  tiny_train run no_such_dataset train.steps=6
+expect_error "resume refused before the data is read" "no complete checkpoint" -- \
+  tiny_train nothing_here no_such_dataset train.steps=6 --resume
 # A directory with an earlier run's metrics but no checkpoint (it stopped before its first one).
 mkdir metrics_only && cp run/metrics.jsonl metrics_only/
 expect_error "out_dir holds another run's metrics" "metrics_only" -- tiny_train metrics_only ds train.steps=6
