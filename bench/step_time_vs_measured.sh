@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The step-time model against real runs: this machine is calibrated once (`tessera plan --calibrate`
-# under mpirun -np 2: GEMM, attention, memory, op overhead, all-reduce alpha-beta), then each layout
+# The step-time model against real runs: this machine is calibrated once for the model (`tessera plan
+# --calibrate --config` under mpirun -np 2: GEMM, attention, memory, op overhead, the model's probe,
+# all-reduce alpha-beta and overlap at its gradient's size), then each layout
 # below trains a few steps with train.hardware pointing at that file, so the run's own prediction
 # (plan/step_time_model.h) and its measured mean step (first step excluded) come from the same
 # --json summary and metrics.jsonl. Prints predicted vs measured step time side by side with the
@@ -29,7 +30,8 @@ echo "load before: $(uptime)"
 HW=${HARDWARE:-$TMP/hardware.toml}
 HW_KEY=train.hardware=$HW
 if [[ -z ${HARDWARE:-} ]]; then
-  "${MPI[@]}" -np 2 "$TESSERA" plan --calibrate --name this-machine --out "$HW"
+  # shellcheck disable=SC2086  # $MODEL is a list of overrides
+  "${MPI[@]}" -np 2 "$TESSERA" plan --calibrate --config "$CONFIG" $MODEL --name this-machine --out "$HW"
 elif [[ $HARDWARE == start ]]; then
   HW_KEY= HW=/dev/null
   unset TESSERA_HARDWARE  # the runs' own measurement, not a file from the environment

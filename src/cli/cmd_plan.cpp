@@ -87,7 +87,12 @@ std::string chunks_of(const RankMemoryPlan& r) {
 int print_memory(const RunConfig& c, const MemoryPlan& p, int world);
 
 int run_plan(const PlanArgs& a) {
-  if (a.calibrate) return run_plan_calibrate(a.out, a.name, a.quick);
+  if (a.calibrate) {
+    if (a.config.empty()) return run_plan_calibrate(a.out, a.name, a.quick, nullptr);
+    auto run = load_run_config(a.config, a.overrides);
+    if (!run.ok()) return fail(run.status());
+    return run_plan_calibrate(a.out, a.name, a.quick, &*run);
+  }
   if (a.config.empty())
     return fail("tessera plan needs --config FILE.toml (the run to plan), unless it is --calibrate");
   HardwareSpec hw;
@@ -239,7 +244,8 @@ Runner add_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* c = app.add_subcommand(
       "plan", "Predict every rank's peak memory for a run config, without building the model or reading data");
-  c->add_option("--config", a->config, "Run config (TOML); see configs/ (required unless --calibrate)")
+  c->add_option("--config", a->config,
+                "Run config (TOML); see configs/ (required unless --calibrate; with --calibrate: measure for its model)")
       ->transform(existing_config());
   c->add_option("overrides", a->overrides, "Overrides section.key=value, e.g. parallel.zero=2");
   c->add_option("--ranks", a->ranks, "World size (default parallel.dp x tp x pp x cp x ep; else dp = N / (tp x pp x cp x ep))")

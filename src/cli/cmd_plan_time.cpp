@@ -84,13 +84,14 @@ int run_plan_search(const RunConfig& cfg, int world, const HardwareSpec& hw, boo
   return 0;
 }
 
-int run_plan_calibrate(const std::string& out, const std::string& name, bool quick) {
+int run_plan_calibrate(const std::string& out, const std::string& name, bool quick, const RunConfig* run) {
   MpiRuntime mpi;
   auto world = MpiCommunicator::create_world();
   if (!world.ok()) return fail(world.status());
   omp_set_num_threads(1);  // one rank = one core with train.threads = 1 (the device the file describes)
   CalibrationOptions o;
   o.quick = quick;
+  if (run) aim_calibration_at(o, *run);
   auto machine = calibrate_machine(**world, o, mpi.ranks_on_this_node());
   if (!machine.ok()) return fail(machine.status());
   HardwareSpec h = std::move(machine).value();

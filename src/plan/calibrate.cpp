@@ -171,6 +171,15 @@ CalibrationProbe probe_for_run(const ModelConfig& model, int64_t micro_batch, in
   return p;
 }
 
+void aim_calibration_at(CalibrationOptions& o, const RunConfig& cfg) {
+  o.probe = probe_for_run(cfg.model, cfg.train.micro_batch, cfg.data.seq_len);
+  const int64_t params = ParamLayout(cfg.model).total_numel();
+  o.largest_message_bytes = 4 * params;  // the gradient, fp32
+  o.optimizer_params = params;
+  o.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
+  o.backward_layers = static_cast<int>(std::max<int64_t>(1, cfg.model.n_layer / std::max<int64_t>(1, cfg.parallel.pp)));
+}
+
 int64_t optimizer_calibration_params(const CalibrationOptions& o) {
   const int64_t most = int64_t{16} << 20;
   if (o.optimizer_params > 0) return std::clamp<int64_t>(o.optimizer_params, int64_t{1} << 18, most);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "config/run_config.h"
 #include "core/status.h"
 #include "model/config.h"
 #include "plan/hardware.h"
@@ -50,6 +51,11 @@ struct CalibrationOptions {
   int64_t bucket_bytes = int64_t{4} << 20;
   int backward_layers = 8;
 };
+
+// Aims the measurement at a run: its probe (probe_for_run), its gradient as the largest all-reduce
+// and the overlap's exchange, its parameters for the optimizer, its buckets and layers per pipeline
+// rank. What a run measuring at start uses, and `tessera plan --calibrate --config RUN.toml`.
+void aim_calibration_at(CalibrationOptions& options, const RunConfig& cfg);
 
 // The parameters the optimizer rate is timed over: optimizer_params within [256 Ki, 16 Mi] (16 Mi
 // = 256 MiB of parameters, gradients and moments, beyond the caches like a model's), else the default.

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "comm/agreement.h"
-#include "model/param_layout.h"
 #include "plan/calibrate.h"
 #include "plan/layout_search.h"
 #include "plan/step_time_json.h"
@@ -63,12 +62,7 @@ Result<HardwareSpec> hardware_for_run(const RunConfig& cfg, Communicator& world,
   CalibrationOptions o;
   o.quick = true;
   o.sgemm_peak_gflops = defaults.sgemm_peak_gflops;
-  o.probe = probe_for_run(cfg.model, cfg.train.micro_batch, cfg.data.seq_len);
-  const int64_t params = ParamLayout(cfg.model).total_numel();
-  o.largest_message_bytes = 4 * params;  // the gradient, fp32
-  o.optimizer_params = params;
-  o.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
-  o.backward_layers = static_cast<int>(std::max<int64_t>(1, cfg.model.n_layer / std::max<int64_t>(1, cfg.parallel.pp)));
+  aim_calibration_at(o, cfg);
   TS_ASSIGN_OR_RETURN(HardwareSpec h, calibrate_machine(world, o, ranks_per_node));
   h.name = "this machine (measured at start)";
   return h;

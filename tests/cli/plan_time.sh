@@ -70,6 +70,12 @@ expect_error "unknown hardware key" "device.flops|bad.toml" -- \
 out=$("$TESSERA" plan --config "$CONFIG" --hardware hw.toml) || fail "plan with the calibrated file: $out"
 grep -qF "predicted step time on quick-test" <<<"$out" || fail "the calibrated file's name is not used: $out"
 echo "ok: --calibrate --quick writes a hardware file that --hardware reads"
+"$TESSERA" plan --calibrate --quick --config "$CONFIG" model.n_layer=3 --out hw_run.toml >calibrate_run.log ||
+  fail "calibrate for a run's model: $(cat calibrate_run.log)"
+grep -q "compute_scale" hw_run.toml || fail "calibrate --config wrote no compute_scale: $(cat hw_run.toml)"
+expect_error "calibrate with a bad override" "no_such_key" -- "$TESSERA" plan --calibrate --quick --config "$CONFIG" \
+  train.no_such_key=1
+echo "ok: --calibrate --config measures for that run's model"
 mpirun --allow-run-as-root --oversubscribe -np 2 "$TESSERA" plan --calibrate --quick --out hw2.toml >calibrate2.log 2>&1 ||
   fail "calibrate on 2 ranks: $(cat calibrate2.log)"
 py "

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "model/param_layout.h"
 #include "plan/calibrate.h"
 
 namespace tessera {
@@ -67,6 +68,28 @@ TEST(OptimizerCalibrationParams, TheRunsParametersWithinBounds) {
   EXPECT_EQ(optimizer_calibration_params(o), int64_t{1} << 18);
   o.optimizer_params = int64_t{124} << 20;
   EXPECT_EQ(optimizer_calibration_params(o), int64_t{16} << 20);
+}
+
+// `plan --calibrate --config` and a run's start-up measurement aim at the run: its model's probe,
+// its gradient and parameters, its buckets and its layers per pipeline rank.
+TEST(AimCalibrationAt, TakesTheRunsModelBucketsAndLayersPerStage) {
+  RunConfig cfg;
+  cfg.model = model_preset("tiny").value();
+  cfg.model.n_layer = 8;
+  cfg.train.micro_batch = 4;
+  cfg.data.seq_len = 64;
+  cfg.parallel.pp = 2;
+  cfg.parallel.bucket_mb = 2;
+  CalibrationOptions o;
+  aim_calibration_at(o, cfg);
+  ASSERT_TRUE(o.probe.has_value());
+  EXPECT_EQ(o.probe->model.n_layer, 2);
+  EXPECT_EQ(o.probe->model.d_model, cfg.model.d_model);
+  const int64_t params = ParamLayout(cfg.model).total_numel();
+  EXPECT_EQ(o.largest_message_bytes, 4 * params);
+  EXPECT_EQ(o.optimizer_params, params);
+  EXPECT_EQ(o.bucket_bytes, int64_t{2} << 20);
+  EXPECT_EQ(o.backward_layers, 4);
 }
 
 }  // namespace
