@@ -24,6 +24,9 @@ namespace tessera {
 
 namespace {
 
+// The largest exchange timed: a small model's whole gradient (past the caches, where rates settle).
+constexpr int64_t kLargestExchangeBytes = int64_t{64} << 20;
+
 // Best of `reps` timings of fn, each over as many calls as fill 2 ms (a single call of a small op is
 // shorter than the clock's and the scheduler's granularity).
 double seconds_of(const std::function<void()>& fn, int reps) {
@@ -248,7 +251,7 @@ std::vector<int64_t> all_reduce_calibration_counts(const CalibrationOptions& o) 
   // run's gradient up to 64 MiB): past the caches a ring moves data at a fraction of the in-cache
   // rate (two ranks of the 2-core VM: 6.3-6.7 GB/s fitted to 16 MiB, 2.8-3.0 to 64 MiB), and the
   // model charges the whole gradient exchange at the fitted rate.
-  const int64_t most = int64_t{16} << 20;  // floats: 64 MiB
+  const int64_t most = kLargestExchangeBytes / 4;  // floats
   std::vector<int64_t> counts;
   if (!o.quick) {
     for (int64_t n = 1; n <= most; n *= 4) counts.push_back(n);
@@ -306,8 +309,8 @@ Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& 
   // The gradient as the trainer exchanges it: buckets of bucket_bytes, each started once the backward
   // has written all of it, MPI poked (test()) between layers only. With a few layers MPI moves little
   // before the final wait, whatever it manages for one small message in a tight loop.
-  const int64_t n = std::max<int64_t>(1, std::min(o.largest_message_bytes > 0 ? o.largest_message_bytes : int64_t{16} << 20,
-                                                  int64_t{64} << 20) / 4);
+  const int64_t gradient_bytes = o.largest_message_bytes > 0 ? o.largest_message_bytes : int64_t{16} << 20;
+  const int64_t n = std::max<int64_t>(1, std::min(gradient_bytes, kLargestExchangeBytes) / 4);
   const int64_t bucket = std::clamp<int64_t>(o.bucket_bytes / 4, 1, n);
   const int layers = std::max(1, o.backward_layers);
   std::vector<float> grad(static_cast<size_t>(n), 1.f);

@@ -123,23 +123,16 @@ bool relaunch_without_checkpoint(const TrainingRun& run) {
 
 }  // namespace
 
-bool resumes(const TrainingRun& run) {
-  if (run.opts.resume) return true;
-  auto existing = checkpoint::list_complete_checkpoints(run.cfg.train.out_dir);
-  return run.opts.resume_auto && existing.ok() && !existing->empty();
-}
-
-Result<bool> check_run_directory(const TrainingRun& run) {
+Status check_run_directory(TrainingRun& run) {
   const std::string& out_dir = run.cfg.train.out_dir;
+  auto listed = checkpoint::list_complete_checkpoints(out_dir);
   if (run.opts.resume) {
-    auto listed = checkpoint::list_complete_checkpoints(out_dir);
     if (!listed.ok()) return listed.status();
     if (listed->empty()) return no_checkpoint_to_resume(out_dir);
-    return true;
   }
-  if (resumes(run)) return true;
-  if (!relaunch_without_checkpoint(run)) TS_RETURN_IF_ERROR(refuse_existing_run(out_dir));
-  return false;
+  run.resumes = run.opts.resume || (run.opts.resume_auto && listed.ok() && !listed->empty());
+  if (run.resumes || relaunch_without_checkpoint(run)) return Status::ok_status();
+  return refuse_existing_run(out_dir);
 }
 
 Status prepare_run_directory(TrainingRun& run) {
@@ -149,7 +142,7 @@ Status prepare_run_directory(TrainingRun& run) {
     if (!removed.ok()) return removed.status();
     for (const std::string& dir : *removed) log_warn("removed unfinished checkpoint save " + dir);
   }
-  if (resumes(run)) return resume_latest(run);
+  if (run.resumes) return resume_latest(run);
   if (run.lead) {  // --resume needs an existing run: a refused one must leave no empty directory
     std::error_code ec;
     fs::create_directories(out_dir, ec);

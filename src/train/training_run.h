@@ -79,9 +79,9 @@ struct TrainingRun {
   std::unique_ptr<Communicator> embedding_group;  // tied embeddings over pp: first + last stage
   ParallelLayout layout;           // dp x tp x pp, schedule and stage split
   bool finished_ok = false;
-  // Set-up will load a checkpoint over the parameters (check_run_directory): the seeded
-  // initialisation is skipped (GPT-2 at tp 2: 3.7 s of a 14 s resume on the 2-core VM).
-  bool resuming = false;
+  // Set-up loads a checkpoint over the parameters (decided by check_run_directory before the model
+  // is built): the seeded initialisation is skipped (GPT-2 at tp 2: 3.7 s of a 14 s resume).
+  bool resumes = false;
   int threads = 1;
   std::optional<MatmulPeak> peak;  // sgemm peak of this rank's threads: measured at set-up, again if a step beats it
   // The step-time model's prediction for this run (train/step_time_report.h) and the hardware it used;
@@ -173,13 +173,13 @@ Status start_ledger_invocation(TrainingRun& run);
 // stores, optimizer, loader and run.state (run_directory.cpp).
 Status restore_latest_checkpoint(TrainingRun& run);
 
-// Before the model is built (seconds for a large one): whether set-up will resume (--resume, or
-// TESSERA_RESUME=auto with a complete checkpoint there), and the refusals that need no model: a new
+// Before the model is built (seconds for a large one): whether set-up resumes (run.resumes: --resume,
+// or TESSERA_RESUME=auto with a complete checkpoint there), and the refusals that need no model: a new
 // run in a directory holding another run's checkpoints or metrics, --resume without a checkpoint.
-Result<bool> check_run_directory(const TrainingRun& run);
+Status check_run_directory(TrainingRun& run);
 
-// Run directory and resume (run_directory.cpp): refuses to overwrite another run, or restores the
-// latest complete checkpoint into the store, optimizer and loader.
+// Run directory and resume (run_directory.cpp), after check_run_directory: refuses to overwrite
+// another run, or restores the latest complete checkpoint into the store, optimizer and loader.
 Status prepare_run_directory(TrainingRun& run);
 
 }  // namespace tessera

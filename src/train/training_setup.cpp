@@ -123,9 +123,12 @@ Status build_training_model(TrainingRun& run) {
   std::vector<ParamStore*> chunks;
   StoreOptions store_options = zero > 0 ? zero_store_options(zero) : StoreOptions{};
   store_options.backend = run.backend.get();
+  // A resumed run's checkpoint overwrites the seeded values; a parameter-server run restores its own
+  // way (ps_training) and keeps them.
+  const bool seeded = !run.resumes || is_param_server_run(cfg);
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
     run.stores.push_back(std::make_unique<ParamStore>(chunk_layout(cfg, lay, stage, c, grid.coord().tp, grid.coord().ep), store_options));
-    if (!run.resuming) TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
+    if (seeded) TS_RETURN_IF_ERROR(initialise_parameters(cfg, *run.stores.back()));
     chunks.push_back(run.stores.back().get());
   }
   if (tp_size > 1) run.tp_hooks = std::make_unique<TensorParallel>(*run.backend, grid.tp(), lay.sequence_parallel);
@@ -379,9 +382,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
     }
   }
 
-  Result<bool> resuming = check_run_directory(*run);
-  TS_RETURN_IF_ERROR(agree_on(world, resuming.status()));
-  run->resuming = *resuming && !is_param_server_run(cfg);  // a server's stores: ps_training's own restore
+  TS_RETURN_IF_ERROR(agree_on(world, check_run_directory(*run)));
   TS_RETURN_IF_ERROR(agree_on(world, open_dataset(*run)));
   TS_RETURN_IF_ERROR(open_loaders(*run));
   TS_RETURN_IF_ERROR(build_model(*run));
