@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/exit_codes.h"
+#include "core/heap_policy.h"
 
 namespace {
 // `--resume auto` reads naturally, but a flag cannot take the next word: join the two (only for
@@ -29,6 +30,7 @@ std::vector<char*> join_resume_auto(int argc, char** argv, std::string& joined) 
 
 int main(int raw_argc, char** raw_argv) {
   using namespace tessera::cli;
+  tessera::keep_freed_heap_for_reuse();  // before MPI or a model allocates anything
   std::string joined;
   std::vector<char*> args = join_resume_auto(raw_argc, raw_argv, joined);
   const int argc = static_cast<int>(args.size());
