@@ -27,6 +27,7 @@ struct PlanArgs {
   int ranks = 0;
   bool json = false;
   std::string hardware;  // --hardware FILE.toml
+  int ranks_per_node = 0;  // --ranks-per-node: 0 = the file's [node] devices
   bool search = false;
   int top = 20;
   bool calibrate = false;
@@ -101,6 +102,20 @@ int run_plan(const PlanArgs& a) {
     if (!h.ok()) return fail(h.status());
     hw = *h;
   }
+  if (a.ranks_per_node > 0) {
+    if (a.hardware.empty()) return fail("--ranks-per-node places ranks on the nodes of a hardware file: add --hardware FILE.toml");
+    if (hw.cores_per_node <= 0 && a.ranks_per_node > hw.devices_per_node)
+      return fail("--ranks-per-node " + std::to_string(a.ranks_per_node) + ": a node of " + a.hardware + " holds " +
+                  std::to_string(hw.devices_per_node) + " devices, one rank each; pass at most " +
+                  std::to_string(hw.devices_per_node));
+    hw.devices_per_node = a.ranks_per_node;
+  }
+  const int planned = a.search ? std::max(1, a.ranks) : a.ranks;
+  if (!a.json && a.ranks_per_node == 0 && hw.cores_per_node > 0 && planned > hw.devices_per_node)
+    std::printf("%s: %d ranks per node ([node] devices), so %d ranks span %d nodes; for one machine running them all "
+                "(sharing its %d cores) pass --ranks-per-node %d\n",
+                a.hardware.c_str(), hw.devices_per_node, planned,
+                (planned + hw.devices_per_node - 1) / hw.devices_per_node, hw.cores_per_node, planned);
   if (a.search) {
     if (a.hardware.empty())
       return fail("--search ranks layouts by predicted step time and needs --hardware FILE.toml: use one of "
@@ -255,6 +270,10 @@ Runner add_plan(CLI::App& app) {
   c->add_option("--hardware", a->hardware,
                 "Hardware description (TOML, configs/hardware/): also predict the step time on it")
       ->check(CLI::ExistingFile);
+  c->add_option("--ranks-per-node", a->ranks_per_node,
+                 "With --hardware: ranks on each node (default the file's [node] devices; a CPU machine may run more "
+                 "ranks than cores, which then share them)")
+      ->check(CLI::PositiveNumber);
   c->add_flag("--search", a->search,
               "Rank every valid layout on --ranks N by predicted tokens/s (needs --hardware; keeps the model, "
               "seq_len and train.batch_tokens)");

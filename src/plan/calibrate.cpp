@@ -44,10 +44,10 @@ double seconds_of(const std::function<void()>& fn, int reps) {
   return best;
 }
 
-// A model-like matmul whose smallest dimension is s: rows 8 s (at most 4096), in s, out 4 s; forward
-// and backward, as the layers call them.
-double matmul_rate(int64_t s, int reps) {
-  const int64_t N = std::min<int64_t>(8 * s, 4096), C = s, OC = 4 * s;
+// The calibration_matmul_shape for s, forward and backward, as the layers call them.
+double matmul_rate(int64_t s, int64_t width, int reps) {
+  const MatmulShape shape = calibration_matmul_shape(s, width);
+  const int64_t N = shape.rows, C = shape.in, OC = shape.out;
   std::vector<float> x(N * C, 0.5f), w(OC * C, 0.25f), y(N * OC), dy(N * OC, 0.1f), dx(N * C), dw(OC * C);
   const double t = seconds_of(
       [&] {
@@ -174,6 +174,11 @@ CalibrationProbe probe_for_run(const ModelConfig& model, int64_t micro_batch, in
   return p;
 }
 
+MatmulShape calibration_matmul_shape(int64_t s, int64_t width) {
+  if (width > s) return {s, width, 4 * width};
+  return {std::min<int64_t>(8 * s, 4096), s, 4 * s};
+}
+
 void aim_calibration_at(CalibrationOptions& o, const RunConfig& cfg) {
   o.probe = probe_for_run(cfg.model, cfg.train.micro_batch, cfg.data.seq_len);
   const int64_t params = ParamLayout(cfg.model).total_numel();
@@ -181,6 +186,7 @@ void aim_calibration_at(CalibrationOptions& o, const RunConfig& cfg) {
   o.optimizer_params = params;
   o.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
   o.backward_layers = static_cast<int>(std::max<int64_t>(1, cfg.model.n_layer / std::max<int64_t>(1, cfg.parallel.pp)));
+  o.matmul_width = cfg.model.d_model;
 }
 
 int64_t optimizer_calibration_params(const CalibrationOptions& o) {
@@ -199,7 +205,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   const std::vector<int64_t> sizes =
       o.quick ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024};
   std::vector<double> rates;
-  for (int64_t s : sizes) rates.push_back(matmul_rate(s, o.reps));
+  for (int64_t s : sizes) rates.push_back(matmul_rate(s, o.matmul_width, o.reps));
   const double sgemm_gflops = o.sgemm_peak_gflops > 0 ? o.sgemm_peak_gflops : ops::measure_sgemm_peak_gflops(1024, o.reps);
   h.peak_flops_fp32 = std::max(sgemm_gflops * 1e9, *std::max_element(rates.begin(), rates.end()));
   for (size_t i = 0; i < sizes.size(); ++i)

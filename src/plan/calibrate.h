@@ -50,7 +50,21 @@ struct CalibrationOptions {
   // layers (the run's layers per rank), as DataParallel does.
   int64_t bucket_bytes = int64_t{4} << 20;
   int backward_layers = 8;
+  // The run's model width (d_model); 0 = none. A matmul narrower than it is timed as a layer runs one:
+  // that many rows through weights of width x 4 width (calibration_matmul_shape).
+  int64_t matmul_width = 0;
 };
+
+// The matmul timed for gemm_efficiency at smallest dimension s. Below the model's width, a layer's:
+// s rows (a small micro-batch's tokens) through weights of width x 4 width, streamed from beyond the
+// first caches. Otherwise a generic one: rows 8 s (at most 4096), in s, out 4 s. The generic shape
+// at s = 32 (256 x 32 x 128, every operand in L1) read 0.94-1.0 of the peak on the 2-core VM while
+// bench-small's 32-row matmuls through 384 x 1536 weights ran far below it, and the layout search
+// took micro-batch 1 for it (predicted 2,976 tokens/s, measured 1,150).
+struct MatmulShape {
+  int64_t rows, in, out;
+};
+MatmulShape calibration_matmul_shape(int64_t s, int64_t width);
 
 // Aims the measurement at a run: its probe (probe_for_run), its gradient as the largest all-reduce
 // and the overlap's exchange, its parameters for the optimizer, its buckets and layers per pipeline

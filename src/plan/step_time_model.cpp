@@ -300,8 +300,9 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
     b.compute_s = sharing * busy_compute;
     b.optimizer_s = sharing * busy_opt;
     const double comm = b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.dp_s;
-    end_s = std::max(end_s, b.compute_s + b.optimizer_s + comm);
-    b.bubble_s = std::max(0.0, end_s - b.compute_s - b.optimizer_s - comm);
+    const double busy = b.compute_s + b.optimizer_s + comm;
+    b.bubble_s = std::max(0.0, end_s - busy);  // exactly 0 when the busy time sets the step
+    end_s = std::max(end_s, busy);
     b.recompute_s *= sharing * busy_compute / std::max(compute[slow], 1e-30);
   }
   // The loss average over dp and the gradient-norm sum over the world: latency only.

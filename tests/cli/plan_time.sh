@@ -66,6 +66,22 @@ printf '[device]\npeak_tflops_fp32 = 1\nmemory_gib = 1\nmemory_bandwidth_gbs = 1
 expect_error "unknown hardware key" "device.flops|bad.toml" -- \
   "$TESSERA" plan --config "$CONFIG" --hardware bad.toml
 
+# A CPU file's node holds [node] devices ranks; --ranks-per-node puts more on it (sharing its cores).
+CPU2=$SRC/configs/hardware/cpu-2core.toml
+out=$("$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" --ranks 4 --hardware "$CPU2") || fail "plan on 4 ranks: $out"
+grep -qF -- "--ranks-per-node 4" <<<"$out" || fail "4 ranks on a 2-device CPU file do not say they span nodes: $out"
+"$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" --ranks 4 --hardware "$CPU2" --json >spread.json
+"$TESSERA" plan --config "$CONFIG" "${WIDE[@]}" --ranks 4 --hardware "$CPU2" --ranks-per-node 4 --json >shared.json
+py "
+import json; a = json.load(open('spread.json'))['step_time']; b = json.load(open('shared.json'))['step_time']
+ratio = b['breakdown']['compute_s'] / a['breakdown']['compute_s']
+assert abs(ratio - 2) < 1e-9, ratio  # 4 ranks on 2 cores: each computes at half speed
+" || fail "--ranks-per-node 4 on a 2-core file does not halve each rank's compute speed"
+expect_error "more ranks per node than a GPU node has" "at most 8|a100-80gb-8x" -- \
+  "$TESSERA" plan --config "$CONFIG" --ranks 16 --hardware "$A100" --ranks-per-node 9
+expect_error "ranks per node without hardware" "--hardware" -- "$TESSERA" plan --config "$CONFIG" --ranks-per-node 2
+echo "ok: --ranks-per-node places a CPU file's ranks on one machine; a GPU node's devices bound it"
+
 "$TESSERA" plan --calibrate --quick --name quick-test --out hw.toml >calibrate.log || fail "calibrate: $(cat calibrate.log)"
 out=$("$TESSERA" plan --config "$CONFIG" --hardware hw.toml) || fail "plan with the calibrated file: $out"
 grep -qF "predicted step time on quick-test" <<<"$out" || fail "the calibrated file's name is not used: $out"

@@ -90,6 +90,24 @@ TEST(AimCalibrationAt, TakesTheRunsModelBucketsAndLayersPerStage) {
   EXPECT_EQ(o.optimizer_params, params);
   EXPECT_EQ(o.bucket_bytes, int64_t{2} << 20);
   EXPECT_EQ(o.backward_layers, 4);
+  EXPECT_EQ(o.matmul_width, cfg.model.d_model);
+}
+
+// Below the model's width the timed matmul is a layer's (few rows through the whole weight); at or
+// above it, the generic shape.
+TEST(CalibrationMatmulShape, NarrowerThanTheModelIsALayersMatmul) {
+  const MatmulShape narrow = calibration_matmul_shape(32, 384);
+  EXPECT_EQ(narrow.rows, 32);
+  EXPECT_EQ(narrow.in, 384);
+  EXPECT_EQ(narrow.out, 1536);
+  const MatmulShape wide = calibration_matmul_shape(512, 384);
+  EXPECT_EQ(wide.rows, 4096);
+  EXPECT_EQ(wide.in, 512);
+  EXPECT_EQ(wide.out, 2048);
+  const MatmulShape generic = calibration_matmul_shape(32, 0);
+  EXPECT_EQ(generic.rows, 256);
+  EXPECT_EQ(generic.in, 32);
+  EXPECT_EQ(generic.out, 128);
 }
 
 }  // namespace
