@@ -120,8 +120,8 @@ namespace tessera {
     (losses, logits, stats, row_max, targets, N, Vl, valid, lo, dlogits_scale))                                     \
   X(adamw_update, void,                                                                                              \
     (float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps, \
-     float weight_decay, int64_t step),                                                                              \
-    (params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step))                                            \
+     float weight_decay, int64_t step, float grad_scale),                                                            \
+    (params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale))                                \
   X(sum_of_squares, double, (const float* x, int64_t n), (x, n))                                                     \
   X(scale_inplace, void, (float* x, int64_t n, float s), (x, n, s))                                                  \
   X(fill, void, (float* x, int64_t n, float value), (x, n, value))                                                   \

@@ -186,11 +186,13 @@ void crossentropy_finish(float* losses, float* logits, const float* stats, const
                          float dlogits_scale);
 
 // ---- optimizer ----
-// Fused AdamW with decoupled weight decay, as torch.optim.AdamW:
+// Fused AdamW with decoupled weight decay, as torch.optim.AdamW, on g = grads * grad_scale (the
+// data-parallel average and the clipping factor, applied here instead of in passes of their own;
+// the same bits as scaling grads first):
 //   p -= lr*wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
 //   p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps),   t = step >= 1.
 void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t step);
+                  float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 
 // ---- gradient clipping ----
 // Sum of squares in double, deterministic for a given thread count.

@@ -30,9 +30,11 @@ AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin, int64_t 
   }
 }
 
-void AdamW::step(float* params, const float* grads, float lr) { step_with_range_grads(params, grads + begin_, lr); }
+void AdamW::step(float* params, const float* grads, float lr, float grad_scale) {
+  step_with_range_grads(params, grads + begin_, lr, grad_scale);
+}
 
-void AdamW::step_with_range_grads(float* params, const float* range_grads, float lr) {
+void AdamW::step_with_range_grads(float* params, const float* range_grads, float lr, float grad_scale) {
   ++t_;
   for (const Segment& s : segments_) {
     const int64_t local = s.begin - begin_;
@@ -40,8 +42,9 @@ void AdamW::step_with_range_grads(float* params, const float* range_grads, float
     const float* g = range_grads + local;
     const int64_t n = s.end - s.begin;
     if (backend_) backend_->adamw_update(p, g, m() + local, v() + local, n, lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
-                                         s.weight_decay, t_);
-    else ops::adamw_update(p, g, m() + local, v() + local, n, lr, cfg_.beta1, cfg_.beta2, cfg_.eps, s.weight_decay, t_);
+                                         s.weight_decay, t_, grad_scale);
+    else ops::adamw_update(p, g, m() + local, v() + local, n, lr, cfg_.beta1, cfg_.beta2, cfg_.eps, s.weight_decay, t_,
+                           grad_scale);
   }
 }
 

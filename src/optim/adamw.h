@@ -26,11 +26,13 @@ class AdamW {
   // CPU kernels directly, for the parameter server and tests).
   AdamW(const ParamLayout& layout, AdamWConfig cfg, int64_t begin = 0, int64_t end = -1, Backend* backend = nullptr);
 
-  // One update of params[begin,end) from grads[begin,end); both point at the FULL flat buffers.
-  void step(float* params, const float* grads, float lr);
+  // One update of params[begin,end) from grads[begin,end) x grad_scale; both point at the FULL flat
+  // buffers. grad_scale: what the gradient still needs (a data-parallel sum's 1/dp, the clipping
+  // factor), applied as the update reads it instead of in a pass of its own.
+  void step(float* params, const float* grads, float lr, float grad_scale = 1.f);
   // The same update with the range's gradients held apart: range_grads[i] is the gradient of
   // element begin() + i (ZeRO keeps its reduced gradient shard outside the flat buffer).
-  void step_with_range_grads(float* params, const float* range_grads, float lr);
+  void step_with_range_grads(float* params, const float* range_grads, float lr, float grad_scale = 1.f);
 
   int64_t steps_taken() const { return t_; }
   void set_steps_taken(int64_t t) { t_ = t; }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "comm/agreement.h"
@@ -19,7 +20,9 @@ double now_s() {
 DataParallel::DataParallel(Backend& backend, Communicator& dp, ParamStore& store, const AdamWConfig& optim,
                            int64_t bucket_bytes, const CompressionConfig& compression, ShardedExperts experts)
     : backend_(backend), dp_(dp), store_(store), opt_(store.layout(), optim, 0, -1, &backend),
-      tail_(compression.kind == CompressionKind::none ? TiedEmbeddingTail::create(backend, dp, store) : nullptr),
+      tail_(compression.kind == CompressionKind::none
+                ? TiedEmbeddingTail::create(backend, dp, store, experts.enabled() ? ReduceOp::avg : ReduceOp::sum)
+                : nullptr),
       experts_(experts) {
   TS_CHECK(experts.enabled() == store.layout().experts_sharded() && (!experts.enabled() || experts.ep))
       << "DataParallel: the expert groups must be given exactly when the layout stores only some experts";
@@ -73,7 +76,8 @@ void DataParallel::launch(Bucket& b) {
   }
   float* g = store_.grads() + b.begin;
   Communicator& group = b.experts ? *experts_.replicas : dp_;
-  b.work = group.all_reduce_async(g, g, b.end - b.begin, DType::f32, ReduceOp::avg);
+  b.work = group.all_reduce_async(g, g, b.end - b.begin, DType::f32,
+                                  sums_instead_of_averaging() ? ReduceOp::sum : ReduceOp::avg);
 }
 
 void DataParallel::on_layer_ready(int layer) {
@@ -90,7 +94,9 @@ void DataParallel::on_layer_ready(int layer) {
 }
 
 Status DataParallel::finish() {
+  grad_scale_ = 1.f;
   if (dp_.size() == 1) return Status::ok_status();
+  if (sums_instead_of_averaging()) grad_scale_ = 1.f / static_cast<float>(dp_.size());
   const double t0 = now_s();
   if (exchange_ && !exchange_->per_bucket()) {  // PowerSGD: the whole buffer, after the backward
     const Status s = exchange_->exchange_all(store_.grads());
@@ -117,7 +123,8 @@ Status DataParallel::finish() {
 }
 
 Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
-  if (!experts_.enabled()) return full_grad_sum_of_squares(backend_, store_, counted);
+  const double s = grad_scale_;
+  if (!experts_.enabled()) return full_grad_sum_of_squares(backend_, store_, counted) * s * s;
   // The ep ranks hold the same dense tensors and different experts.
   const double dense = full_grad_sum_of_squares(backend_, store_, [&](const ParamInfo& p) { return !p.expert && counted(p); });
   const double experts = full_grad_sum_of_squares(backend_, store_, [&](const ParamInfo& p) { return p.expert && counted(p); });
@@ -125,18 +132,25 @@ Result<double> DataParallel::grad_sum_of_squares(const CountedTensor& counted) {
   return dense + all_experts;
 }
 
-void DataParallel::scale_grads(float scale) { backend_.scale_inplace(store_.grads(), store_.numel(), scale); }
+void DataParallel::scale_grads(float scale) { grad_scale_ *= scale; }
 
 Status DataParallel::sum_grad_over(Communicator& group, const ParamInfo& p) {
   return sum_full_grad_over(group, store_, p);
 }
 
 Result<float> DataParallel::clip_own_grad_norm(float max_norm) {
-  if (!experts_.enabled()) return tessera::clip_grad_norm(backend_, store_.grads(), store_.numel(), max_norm);
-  return clip_by_global_norm(*this, max_norm);  // the experts' part of the norm is over the ep group
+  if (experts_.enabled()) return clip_by_global_norm(*this, max_norm);  // the experts' part is over the ep group
+  // One pass over the whole buffer, as clip_grad_norm; the scale joins grad_scale_ instead of a pass.
+  const double s = grad_scale_;
+  const double norm = std::sqrt(backend_.sum_of_squares(store_.grads(), store_.numel()) * s * s);
+  if (max_norm > 0 && norm > max_norm) scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
+  return static_cast<float>(norm);
 }
 
-void DataParallel::step_owned(float lr) { opt_.step(store_.params(), store_.grads(), lr); }
+void DataParallel::step_owned(float lr) {
+  opt_.step(store_.params(), store_.grads(), lr, grad_scale_);
+  grad_scale_ = 1.f;
+}
 
 Status DataParallel::average_over_replicas(float* values, int64_t n) {
   if (dp_.size() == 1) return Status::ok_status();

@@ -9,7 +9,7 @@
 //     the rows of tokens it saw. The ranks OR their non-zero-row masks (an all-reduce of V ints),
 //     pack the union's rows to the front of dwte and all-reduce just those; then
 //     dwte = H + the unpacked rows.
-// Exact up to float rounding (avg(H) + avg(E) instead of avg(H + E)): rows outside the union are
+// Exact up to float rounding (avg(H) + avg(E) instead of avg(H + E), or the sums): rows outside the union are
 // zero on every rank. Costs one V x C buffer.
 #pragma once
 #include <cstdint>
@@ -27,7 +27,9 @@ class TiedEmbeddingTail {
  public:
   // nullptr unless the store holds a tied head on the embedding's stage (wte at layer -1, the final
   // norm, no lm_head.w) and dp has more than one rank.
-  static std::unique_ptr<TiedEmbeddingTail> create(Backend& backend, Communicator& dp, ParamStore& store);
+  // op: how the replicas' dwte combine (sum: the caller divides later, as DataParallel's grad_scale does).
+  static std::unique_ptr<TiedEmbeddingTail> create(Backend& backend, Communicator& dp, ParamStore& store,
+                                                   ReduceOp op = ReduceOp::avg);
 
   int head_layer() const { return head_layer_; }
   // First flat element after wte: the gradient buckets cover the rest of the buffer.
@@ -41,10 +43,12 @@ class TiedEmbeddingTail {
   int64_t last_rows() const { return last_rows_; }
 
  private:
-  TiedEmbeddingTail(Backend& backend, Communicator& dp, ParamStore& store, const ParamInfo& wte, int head_layer);
+  TiedEmbeddingTail(Backend& backend, Communicator& dp, ParamStore& store, const ParamInfo& wte, int head_layer,
+                    ReduceOp op);
   Backend& backend_;
   Communicator& dp_;
   ParamStore& store_;
+  ReduceOp op_;
   int64_t offset_, rows_, cols_, end_;
   int head_layer_;
   Buffer head_;                  // H: (rows, cols)

@@ -140,7 +140,7 @@ double optimizer_bandwidth_of(int64_t n, int reps) {
   const double t = seconds_of(
       [&] {
         (void)ops::sum_of_squares(g.data(), n);
-        ops::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
+        ops::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step, 1.f);
         ops::fill(g.data(), n, 0.01f);
       },
       reps);

@@ -182,7 +182,7 @@ std::vector<float> run_every_kernel(const ops::CpuKernels& k) {
   {  // optimizer and clipping
     auto p = random_floats(1000, 10), m = random_floats(1000, 11), v = random_floats(1000, 12, 0.0f, 1.0f);
     const auto grad = random_floats(1000, 13);
-    k.adamw_update(p.data(), grad.data(), m.data(), v.data(), 1000, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    k.adamw_update(p.data(), grad.data(), m.data(), v.data(), 1000, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 1.f);
     k.scale_inplace(p.data(), 1000, 0.75f);
     const double ss = k.sum_of_squares(x.data(), N * C);
     for (const auto* vec : {&p, &m, &v}) keep(*vec);

@@ -219,7 +219,7 @@ void case_adamw_update(Backend& be, OpRun& r) {
   r.tol = kKernelTol;
   const int64_t n = 203;
   auto p = r.rand(n), g = r.rand(n), m = r.rand(n, -0.1f, 0.1f), v = r.rand(n, 0.f, 0.01f);
-  be.adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+  be.adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.75f);
   r.out(p);
   r.out(m);
   r.out(v);

@@ -112,7 +112,7 @@ TEST_P(Parity, MatchesPyTorchReference) {
     }
     for (const auto& p : store.layout().params())
       ops::adamw_update(store.params() + p.offset, store.grads() + p.offset, m.data() + p.offset,
-                        v.data() + p.offset, p.numel, lr, b1, b2, eps, p.decay ? wd : 0.f, step);
+                        v.data() + p.offset, p.numel, lr, b1, b2, eps, p.decay ? wd : 0.f, step, 1.f);
   }
   double worst_adam = 0;
   for (const auto& w : to_hf_tensors(cfg, store.layout(), store.params())) {

@@ -93,8 +93,8 @@ void crossentropy_finish(float* losses, float* logits, const float* stats, const
   k().crossentropy_finish(losses, logits, stats, row_max, targets, N, Vl, valid, lo, dlogits_scale);
 }
 void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t step) {
-  k().adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+                  float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+  k().adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
 }
 double sum_of_squares(const float* x, int64_t n) { return k().sum_of_squares(x, n); }
 void scale_inplace(float* x, int64_t n, float s) { k().scale_inplace(x, n, s); }

@@ -56,7 +56,7 @@ void accumulate_mean_loss(Launch l, double* loss_sum, const float* losses, int64
 void outer_sgd_update(Launch l, float* anchor, float* velocity, const float* delta, int64_t n, float lr,
                       float momentum, bool nesterov);
 void adamw_update(Launch l, float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t step);
+                  float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 
 // ---- reductions whose result the host reads (reduce.cu) ----
 // Into device memory (no wait):

@@ -96,10 +96,10 @@ __global__ void k_outer_sgd(float* anchor, float* velocity, const float* delta, 
   anchor[i] = __fmaf_rn(-lr, step, anchor[i]);
 }
 __global__ void k_adamw(float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1,
-                        float beta2, float eps, float decay, float bc1, float bc2) {
+                        float beta2, float eps, float decay, float bc1, float bc2, float grad_scale) {
   const int64_t i = item();
   if (i >= n) return;
-  const float g = grads[i];
+  const float g = grads[i] * grad_scale;
   float p = params[i];
   p -= decay * p;
   const float mi = beta1 * m[i] + (1.0f - beta1) * g;
@@ -181,13 +181,13 @@ void outer_sgd_update(Launch l, float* anchor, float* velocity, const float* del
   if (n > 0) k_outer_sgd<<<blocks_for(n), 256, 0, l.stream>>>(anchor, velocity, delta, n, lr, momentum, nesterov);
 }
 void adamw_update(Launch l, float* params, const float* grads, float* m, float* v, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t step) {
+                  float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
   if (n <= 0) return;
   // Bias corrections in double on the host, as the CPU does.
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
   const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
   k_adamw<<<blocks_for(n), 256, 0, l.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps, lr * weight_decay, bc1,
-                                                bc2);
+                                                bc2, grad_scale);
 }
 
 }  // namespace tessera::cuda

@@ -1,5 +1,6 @@
 // AdamW: three steps against a naive double-precision torch.optim.AdamW.
 #include <cmath>
+#include <cstring>
 
 #include "backend/ops.h"
 #include "op_test_util.h"
@@ -18,7 +19,7 @@ TEST(AdamW, ThreeStepsMatchNaiveDouble) {
 
   for (int64_t step = 1; step <= 3; ++step) {
     auto g = random_floats(n, 100 + step);
-    ops::adamw_update(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, step);
+    ops::adamw_update(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, step, 1.f);
     const double bc1 = 1.0 - std::pow(double{b1}, step), bc2 = 1.0 - std::pow(double{b2}, step);
     for (int64_t i = 0; i < n; ++i) {
       p_d[i] -= double{lr} * wd * p_d[i];
@@ -37,6 +38,27 @@ TEST(AdamW, ThreeStepsMatchNaiveDouble) {
     moved_d[i] = p_d[i] - p0[i];
   }
   EXPECT_LT(rel_err(moved, moved_d), 1e-4);
+}
+
+// The scale the update applies as it reads the gradient (a data-parallel sum's 1/dp times the
+// clipping factor) gives the same bits as scaling the gradient in memory first.
+TEST(AdamW, GradScaleIsTheSameAsScalingTheGradientFirst) {
+  const int64_t n = 1031;  // not a multiple of any vector width
+  const float scale = 0.5f * 0.37f;
+  auto p_fused = random_floats(n, 3), p_scaled = p_fused;
+  std::vector<float> m_fused(n, 0.0f), v_fused(n, 0.0f), m_scaled(n, 0.0f), v_scaled(n, 0.0f);
+  for (int64_t step = 1; step <= 3; ++step) {
+    const auto g = random_floats(n, 200 + step);
+    auto g_scaled = g;
+    ops::scale_inplace(g_scaled.data(), n, scale);
+    ops::adamw_update(p_fused.data(), g.data(), m_fused.data(), v_fused.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                      step, scale);
+    ops::adamw_update(p_scaled.data(), g_scaled.data(), m_scaled.data(), v_scaled.data(), n, 1e-2f, 0.9f, 0.95f,
+                      1e-8f, 0.1f, step, 1.f);
+  }
+  EXPECT_EQ(0, std::memcmp(p_fused.data(), p_scaled.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(m_fused.data(), m_scaled.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(v_fused.data(), v_scaled.data(), n * sizeof(float)));
 }
 
 }  // namespace

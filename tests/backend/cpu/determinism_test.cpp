@@ -99,7 +99,7 @@ std::vector<OpRun> op_runs() {
                     ops::scale_inplace(g.data(), n, static_cast<float>(1.0 / std::sqrt(ss)));
                     for (int64_t step = 1; step <= 2; ++step)
                       ops::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
-                                        step);
+                                        step, 1.f);
                     float ss_bits[2];
                     std::memcpy(ss_bits, &ss, sizeof(ss));
                     p.push_back(ss_bits[0]);
