@@ -17,6 +17,7 @@
 #include "backend/sgemm_peak.h"
 #include "core/memory.h"
 #include "model/param_layout.h"
+#include "model/op_profile.h"
 #include "model/transformer.h"
 #include "plan/op_costs.h"
 
@@ -75,13 +76,26 @@ CalibrationProbe generic_probe() {
 // seconds (at least one, at most 15) after a first call (oneDNN choosing its kernels). A median, not
 // the best: the prediction is for a run's typical step, and a single best-of call on a noisy
 // machine read bench-small's compute 15-25 % apart between runs whose steps measured the same.
-double probe_step_seconds(const CalibrationProbe& p, double budget) {
+struct ProbeTiming {
+  double step_s = 0;                  // the median call
+  double class_s[3] = {0, 0, 0};      // the mean call's profiled seconds by OpClass (matmul, attention, memory)
+};
+
+// The op model's class for a profiled group: matmuls and attention as themselves, the rest memory-bound.
+OpClass op_class_of(OpGroup g) {
+  if (g == OpGroup::matmul) return OpClass::matmul;
+  if (g == OpGroup::attention) return OpClass::attention;
+  return OpClass::memory;
+}
+
+ProbeTiming probe_step_timing(const CalibrationProbe& p, double budget) {
   const ModelConfig& m = p.model;
   const int64_t B = p.micro_batch, T = p.seq_len;
   ParamStore store{ParamLayout(m)};
   init_parameters(store, m, 1);
   CpuBackend backend;
   Transformer net(backend, m, store, B, T);
+  net.profile().enabled = true;  // a clock read around each op: nanoseconds against the probe's milliseconds
   std::vector<int32_t> tokens(B * T), targets(B * T);
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>((7 * i) % m.vocab_size);
@@ -97,21 +111,53 @@ double probe_step_seconds(const CalibrationProbe& p, double budget) {
   };
   const double first = step();
   const int calls = std::clamp(static_cast<int>(budget / std::max(first, 1e-6)), 1, 15);
+  net.profile().reset();
   std::vector<double> t;
   for (int i = 0; i < calls; ++i) t.push_back(step());
   std::sort(t.begin(), t.end());
-  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  ProbeTiming out;
+  out.step_s = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  for (size_t g = 0; g < static_cast<size_t>(OpGroup::count); ++g)
+    out.class_s[static_cast<int>(op_class_of(static_cast<OpGroup>(g)))] += net.profile().seconds[g] / calls;
+  return out;
 }
 
-// The probe's measured step over the op model's sum for it on `h` (compute_scale still 1).
-double compute_scale_of(const HardwareSpec& h, const CalibrationProbe& probe, double budget) {
+}  // namespace
+
+void set_compute_scales(HardwareSpec& h, const ProbeClassTimes& measured, const ProbeClassTimes& predicted) {
+  auto ratio = [](double m, double p) { return p > 0 ? std::clamp(m / p, 0.25, 8.0) : 0.0; };
+  const double predicted_total = predicted.matmul_s + predicted.attention_s + predicted.memory_s;
+  h.compute_scale = predicted_total > 0 ? ratio(measured.step_s, predicted_total) : 1.0;
+  // The time between the profiled ops (bookkeeping, the clock itself) goes to the classes pro rata.
+  const double profiled = measured.matmul_s + measured.attention_s + measured.memory_s;
+  const double spread = profiled > 0 ? measured.step_s / profiled : 0;
+  h.matmul_scale = spread > 0 ? ratio(measured.matmul_s * spread, predicted.matmul_s) : 0;
+  h.attention_scale = spread > 0 ? ratio(measured.attention_s * spread, predicted.attention_s) : 0;
+  h.memory_op_scale = spread > 0 ? ratio(measured.memory_s * spread, predicted.memory_s) : 0;
+}
+
+namespace {
+
+// The probe's measured step and its classes against the op model's for it on `h` (scales still unset).
+void measure_compute_scales(HardwareSpec& h, const CalibrationProbe& probe, double budget) {
   const ModelConfig& m = probe.model;
-  const double measured = probe_step_seconds(probe, budget);
+  const ProbeTiming t = probe_step_timing(probe, budget);
   // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
   reset_memory_peaks();
   const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
-  const double predicted = ops_seconds(ops.forward, h, "fp32") + ops_seconds(ops.backward, h, "fp32");
-  return predicted > 0 ? std::clamp(measured / predicted, 0.25, 8.0) : 1.0;
+  HardwareSpec unscaled = h;
+  unscaled.compute_scale = 1;
+  unscaled.matmul_scale = unscaled.attention_scale = unscaled.memory_op_scale = 0;
+  auto predicted_class = [&](OpClass c) {
+    double s = 0;
+    for (const std::vector<OpCost>* list : {&ops.forward, &ops.backward})
+      for (const OpCost& op : *list)
+        if (op.cls == c) s += op_seconds(op, unscaled, "fp32");
+    return s;
+  };
+  const auto cls = [](OpClass c) { return static_cast<int>(c); };
+  set_compute_scales(h, {t.step_s, t.class_s[cls(OpClass::matmul)], t.class_s[cls(OpClass::attention)], t.class_s[cls(OpClass::memory)]},
+                     {0, predicted_class(OpClass::matmul), predicted_class(OpClass::attention), predicted_class(OpClass::memory)});
 }
 
 // The rate at which pages handed back to the OS come back when written, as ZeRO's paged buffers
@@ -235,7 +281,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   }
   h.refault_bandwidth = refault_bandwidth_of(o.reps);
   h.optimizer_bandwidth = optimizer_bandwidth_of(optimizer_calibration_params(o), o.reps);
-  h.compute_scale = compute_scale_of(h, o.probe ? *o.probe : generic_probe(), o.quick ? 0.3 : 1.0);
+  measure_compute_scales(h, o.probe ? *o.probe : generic_probe(), o.quick ? 0.3 : 1.0);
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);
   h.devices_per_node = std::max(1, ranks_per_node);

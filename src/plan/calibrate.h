@@ -75,6 +75,16 @@ void aim_calibration_at(CalibrationOptions& options, const RunConfig& cfg);
 // = 256 MiB of parameters, gradients and moments, beyond the caches like a model's), else the default.
 int64_t optimizer_calibration_params(const CalibrationOptions& options);
 
+// A probe's forward + backward by op class: measured (step_s: the whole call; the classes: its
+// profiled ops) or predicted by the op model (step_s unused).
+struct ProbeClassTimes {
+  double step_s = 0, matmul_s = 0, attention_s = 0, memory_s = 0;
+};
+// compute_scale = measured step / predicted, and each class's scale = its measured share of the step
+// (the time between profiled ops spread over the classes pro rata) / its predicted time; 0 where the
+// probe has no such op. Each within [0.25, 8].
+void set_compute_scales(HardwareSpec& h, const ProbeClassTimes& measured, const ProbeClassTimes& predicted);
+
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_
 // efficiency, memory_bandwidth, op_overhead_s, memory_bytes (this machine's memory / ranks_per_node),
 // and compute_scale from a probe model's forward + backward (2 layers x 128, micro-batch 4 x 64).

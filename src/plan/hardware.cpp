@@ -180,6 +180,9 @@ Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::strin
     return invalid_argument(origin + ": runtime.overlap_efficiency must be between 0 and 1");
   TS_RETURN_IF_ERROR(rt.number("step_overhead_ms", kMs, h.step_overhead_s, false));
   TS_RETURN_IF_ERROR(rt.number("compute_scale", 1, h.compute_scale, false, 1e-3));
+  TS_RETURN_IF_ERROR(rt.number("matmul_scale", 1, h.matmul_scale, false));
+  TS_RETURN_IF_ERROR(rt.number("attention_scale", 1, h.attention_scale, false));
+  TS_RETURN_IF_ERROR(rt.number("memory_op_scale", 1, h.memory_op_scale, false));
   TS_RETURN_IF_ERROR(rt.unknown_keys());
 
   if (const toml::node* c = root.get("collective")) {
@@ -250,6 +253,9 @@ std::string hardware_to_toml(const HardwareSpec& h) {
   line("overlap_efficiency", h.overlap_efficiency);
   line("step_overhead_ms", h.step_overhead_s / kMs);
   line("compute_scale", h.compute_scale);
+  if (h.matmul_scale > 0) line("matmul_scale", h.matmul_scale);
+  if (h.attention_scale > 0) line("attention_scale", h.attention_scale);
+  if (h.memory_op_scale > 0) line("memory_op_scale", h.memory_op_scale);
   for (const MeasuredCollective& m : h.measured) {
     out += "\n[[collective]]\nranks = " + std::to_string(m.ranks) + "\n";
     line("bandwidth_gbs", m.link.bandwidth / kG);

@@ -67,6 +67,11 @@ struct HardwareSpec {
   // probe model): what the per-op rates, each measured on cache-hot buffers, leave out (operands
   // arriving from memory, the work between ops). Multiplies every compute time; 1 = none.
   double compute_scale = 1.0;
+  // The same ratio per op class, where the calibration profiled its probe by class (0 = compute_scale):
+  // the op model misses matmuls, attention and the memory-bound rest (norms, activations, residuals,
+  // the loss, the embedding) by different factors, and layouts mix them differently (tensor
+  // parallelism halves the matmuls, not the replicated norms).
+  double matmul_scale = 0, attention_scale = 0, memory_op_scale = 0;
   std::vector<MeasuredCollective> measured;  // [[collective]] rows, sorted by ranks
 
   // The matmul efficiency for a smallest dimension (1.0 when the table is empty).

@@ -149,10 +149,19 @@ double op_seconds(const OpCost& op, const HardwareSpec& hw, std::string_view pre
   return hw.op_overhead_s + std::max(compute, memory);
 }
 
+double class_scale(const HardwareSpec& hw, OpClass cls) {
+  const double own = cls == OpClass::matmul ? hw.matmul_scale : cls == OpClass::attention ? hw.attention_scale
+                                                                                          : hw.memory_op_scale;
+  return own > 0 ? own : hw.compute_scale;
+}
+
 double ops_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision) {
-  double sum = 0;
-  for (const OpCost& o : ops) sum += op_seconds(o, hw, precision);
-  return sum * hw.compute_scale;
+  double sum[3] = {0, 0, 0};
+  for (const OpCost& o : ops) sum[static_cast<int>(o.cls)] += op_seconds(o, hw, precision);
+  double total = 0;
+  for (OpClass c : {OpClass::matmul, OpClass::attention, OpClass::memory})
+    total += sum[static_cast<int>(c)] * class_scale(hw, c);
+  return total;
 }
 
 }  // namespace tessera

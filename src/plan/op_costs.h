@@ -41,7 +41,10 @@ double total_flops(const std::vector<OpCost>& ops);
 // (matmul: peak x gemm_efficiency_at(min_dim); attention: peak x attention_efficiency) and its bytes
 // at the memory bandwidth (a roofline).
 double op_seconds(const OpCost& op, const HardwareSpec& hw, std::string_view precision);
-// Their sum, times hw.compute_scale.
+// What the op model misses for a class on `hw`: its matmul_scale / attention_scale / memory_op_scale,
+// or compute_scale where that is 0.
+double class_scale(const HardwareSpec& hw, OpClass cls);
+// Their sum, each op times its class_scale.
 double ops_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision);
 
 }  // namespace tessera

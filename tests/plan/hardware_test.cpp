@@ -53,6 +53,9 @@ TEST(Hardware, RoundTripsThroughToml) {
   h.overlap_efficiency = 0.5;
   h.step_overhead_s = 1e-3;
   h.compute_scale = 1.25;
+  h.matmul_scale = 1.1;
+  h.attention_scale = 1.4;
+  h.memory_op_scale = 1.7;
   h.measured = {{2, {2e-6, 4e9}}};
   auto back = parse_hardware(hardware_to_toml(h));
   ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << hardware_to_toml(h);
@@ -68,6 +71,9 @@ TEST(Hardware, RoundTripsThroughToml) {
   EXPECT_NEAR(back->overlap_efficiency, 0.5, 1e-9);
   EXPECT_NEAR(back->step_overhead_s, 1e-3, 1e-12);
   EXPECT_NEAR(back->compute_scale, 1.25, 1e-9);
+  EXPECT_NEAR(back->matmul_scale, 1.1, 1e-9);
+  EXPECT_NEAR(back->attention_scale, 1.4, 1e-9);
+  EXPECT_NEAR(back->memory_op_scale, 1.7, 1e-9);
   EXPECT_NEAR(back->refault_bandwidth, 3e9, 1e3);
   EXPECT_NEAR(back->optimizer_bandwidth, 1.5e10, 1e4);
   EXPECT_EQ(back->cores_per_node, 4);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "model/param_layout.h"
+#include "plan/calibrate.h"
 #include "plan/comm_cost.h"
 #include "plan/op_costs.h"
 #include "plan/step_time_model.h"
@@ -322,6 +323,49 @@ TEST(StepTimeModel, ComputeScaleMultipliesComputeOnly) {
   EXPECT_NEAR(b.compute_s, 1.5 * a.compute_s, 1e-12);
   EXPECT_NEAR(b.dp_total_s, a.dp_total_s, 1e-12);
   EXPECT_NEAR(b.optimizer_s, a.optimizer_s, 1e-12);
+}
+
+// A class's own scale multiplies that class's ops only; a class without one takes compute_scale. So
+// tensor parallelism, which halves the matmuls but not the replicated memory-bound ops, feels a
+// memory-op scale more than one rank does.
+TEST(StepTimeModel, EachOpClassTakesItsOwnScale) {
+  const RunConfig one = config({"train.batch_tokens=2048"});
+  const RunConfig tp = config({"parallel.tp=2", "train.batch_tokens=2048"});
+  HardwareSpec memory_slow = ideal();
+  memory_slow.memory_bandwidth = 1e9;  // memory-bound ops take a visible share
+  HardwareSpec scaled = memory_slow;
+  scaled.memory_op_scale = 2.0;
+  scaled.compute_scale = 3.0;  // for matmuls and attention here, which have no scale of their own
+  scaled.matmul_scale = 0;
+  const ChunkOps ops = chunk_ops(one.model, 0, one.model.n_layer, 1, false, one.train.micro_batch, one.data.seq_len,
+                                 Recompute::none);
+  double matmul = 0, attention = 0, memory = 0;
+  for (const OpCost& op : ops.forward) {
+    const double s = op_seconds(op, memory_slow, "fp32");
+    (op.cls == OpClass::matmul ? matmul : op.cls == OpClass::attention ? attention : memory) += s;
+  }
+  EXPECT_GT(memory, 0);
+  EXPECT_NEAR(ops_seconds(ops.forward, scaled, "fp32"), 3.0 * (matmul + attention) + 2.0 * memory,
+              1e-9 * (matmul + attention + memory));
+  // tp 2 against one rank: a higher memory-op scale raises tp's compute by a larger share.
+  HardwareSpec memory_heavy = memory_slow;
+  memory_heavy.memory_op_scale = 3.0;
+  const double one_ratio = predict(one, 1, memory_heavy).breakdown.compute_s / predict(one, 1, memory_slow).breakdown.compute_s;
+  const double tp_ratio = predict(tp, 2, memory_heavy).breakdown.compute_s / predict(tp, 2, memory_slow).breakdown.compute_s;
+  EXPECT_GT(tp_ratio, one_ratio);
+}
+
+// compute_scale is the whole probe's ratio; each class gets its profiled share of the measured step
+// (the unprofiled time spread pro rata) over its predicted time; a class the probe lacks gets 0.
+TEST(ComputeScales, EachClassIsItsShareOfTheMeasuredStep) {
+  HardwareSpec h;
+  // measured: 90 ms profiled (60 matmul, 0 attention, 30 memory) in a 99 ms step (10 % between ops)
+  set_compute_scales(h, {0.099, 0.060, 0.0, 0.030}, {0, 0.050, 0.0, 0.020});
+  EXPECT_NEAR(h.compute_scale, 0.099 / 0.070, 1e-12);
+  EXPECT_NEAR(h.matmul_scale, 0.060 * 1.1 / 0.050, 1e-12);
+  EXPECT_NEAR(h.memory_op_scale, 0.030 * 1.1 / 0.020, 1e-12);
+  EXPECT_EQ(h.attention_scale, 0.0);
+  EXPECT_NEAR(class_scale(h, OpClass::attention), h.compute_scale, 1e-12);
 }
 
 // A CPU machine's ranks beyond its cores take turns: dp 4 of one thread on 2 cores computes at half
