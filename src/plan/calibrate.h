@@ -87,7 +87,8 @@ void set_compute_scales(HardwareSpec& h, const ProbeClassTimes& measured, const 
 
 // The device part of this rank: peak_flops_fp32 (best square sgemm), gemm_efficiency, attention_
 // efficiency, memory_bandwidth, op_overhead_s, memory_bytes (this machine's memory / ranks_per_node),
-// and compute_scale from a probe model's forward + backward (2 layers x 128, micro-batch 4 x 64).
+// compute_scale and the per-class scales from a probe model's forward + backward (the run's, or the
+// generic 2 layers x 128 at micro-batch 4 x 64; set_compute_scales).
 // The probe allocates and frees a model: call this before the caller's own large allocations (it
 // resets the process's memory peaks to the live bytes when the probe is gone).
 HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_node);
