@@ -76,19 +76,9 @@ CalibrationProbe generic_probe() {
 // seconds (at least one, at most 15) after a first call (oneDNN choosing its kernels). A median, not
 // the best: the prediction is for a run's typical step, and a single best-of call on a noisy
 // machine read bench-small's compute 15-25 % apart between runs whose steps measured the same.
-struct ProbeTiming {
-  double step_s = 0;                  // the median call
-  double class_s[3] = {0, 0, 0};      // the mean call's profiled seconds by OpClass (matmul, attention, memory)
-};
-
-// The op model's class for a profiled group: matmuls and attention as themselves, the rest memory-bound.
-OpClass op_class_of(OpGroup g) {
-  if (g == OpGroup::matmul) return OpClass::matmul;
-  if (g == OpGroup::attention) return OpClass::attention;
-  return OpClass::memory;
-}
-
-ProbeTiming probe_step_timing(const CalibrationProbe& p, double budget) {
+// Its ops are timed by class as well (the mean call's): matmuls and attention as themselves, every
+// other profiled group (norms, activations, residuals, the loss, the embedding) memory-bound.
+ProbeClassTimes probe_step_timing(const CalibrationProbe& p, double budget) {
   const ModelConfig& m = p.model;
   const int64_t B = p.micro_batch, T = p.seq_len;
   ParamStore store{ParamLayout(m)};
@@ -115,10 +105,14 @@ ProbeTiming probe_step_timing(const CalibrationProbe& p, double budget) {
   std::vector<double> t;
   for (int i = 0; i < calls; ++i) t.push_back(step());
   std::sort(t.begin(), t.end());
-  ProbeTiming out;
+  ProbeClassTimes out;
   out.step_s = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-  for (size_t g = 0; g < static_cast<size_t>(OpGroup::count); ++g)
-    out.class_s[static_cast<int>(op_class_of(static_cast<OpGroup>(g)))] += net.profile().seconds[g] / calls;
+  for (size_t g = 0; g < static_cast<size_t>(OpGroup::count); ++g) {
+    const double s = net.profile().seconds[g] / calls;
+    if (static_cast<OpGroup>(g) == OpGroup::matmul) out.matmul_s += s;
+    else if (static_cast<OpGroup>(g) == OpGroup::attention) out.attention_s += s;
+    else out.memory_s += s;
+  }
   return out;
 }
 
@@ -141,23 +135,21 @@ namespace {
 // The probe's measured step and its classes against the op model's for it on `h` (scales still unset).
 void measure_compute_scales(HardwareSpec& h, const CalibrationProbe& probe, double budget) {
   const ModelConfig& m = probe.model;
-  const ProbeTiming t = probe_step_timing(probe, budget);
+  const ProbeClassTimes measured = probe_step_timing(probe, budget);
   // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
   reset_memory_peaks();
   const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
   HardwareSpec unscaled = h;
   unscaled.compute_scale = 1;
   unscaled.matmul_scale = unscaled.attention_scale = unscaled.memory_op_scale = 0;
-  auto predicted_class = [&](OpClass c) {
-    double s = 0;
-    for (const std::vector<OpCost>* list : {&ops.forward, &ops.backward})
-      for (const OpCost& op : *list)
-        if (op.cls == c) s += op_seconds(op, unscaled, "fp32");
-    return s;
-  };
-  const auto cls = [](OpClass c) { return static_cast<int>(c); };
-  set_compute_scales(h, {t.step_s, t.class_s[cls(OpClass::matmul)], t.class_s[cls(OpClass::attention)], t.class_s[cls(OpClass::memory)]},
-                     {0, predicted_class(OpClass::matmul), predicted_class(OpClass::attention), predicted_class(OpClass::memory)});
+  ProbeClassTimes predicted;
+  for (const std::vector<OpCost>* list : {&ops.forward, &ops.backward})
+    for (const OpCost& op : *list) {
+      const double s = op_seconds(op, unscaled, "fp32");
+      (op.cls == OpClass::matmul ? predicted.matmul_s : op.cls == OpClass::attention ? predicted.attention_s
+                                                                                     : predicted.memory_s) += s;
+    }
+  set_compute_scales(h, measured, predicted);
 }
 
 // The rate at which pages handed back to the OS come back when written, as ZeRO's paged buffers
