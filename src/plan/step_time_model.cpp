@@ -308,6 +308,14 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   // The loss average over dp and the gradient-norm sum over the world: latency only.
   b.other_s = hw.step_overhead_s + ring_all_reduce_s(kF, replicas, dp_link) +
               (world_size > 1 ? ring_all_reduce_s(kF, world_size, hw.collective_link(world_size, false)) : 0);
+  // DataParallel's tied-embedding tail (parallel/tied_embedding_tail.h) on a model with its head:
+  // dwte copied aside and zeroed at the head, scanned for touched rows and copied back at the end,
+  // four passes over it (28 bytes an element) at the optimizer's streaming rate (bench-small dp 2:
+  // 5.4 ms of perf samples, the memmove, the fill and the scan).
+  if (P == 1 && zero == 0 && replicas > 1 && m.tied_embeddings && cfg.comm.compression == CompressionKind::none) {
+    const double stream = hw.optimizer_bandwidth > 0 ? hw.optimizer_bandwidth : hw.memory_bandwidth;
+    b.other_s += 28.0 * static_cast<double>(m.vocab_size * m.d_model) / g.tp / stream;
+  }
 
   StepTimePrediction p;
   p.layout = lay;

@@ -355,6 +355,20 @@ TEST(StepTimeModel, EachOpClassTakesItsOwnScale) {
   EXPECT_GT(tp_ratio, one_ratio);
 }
 
+// DataParallel's tied-embedding tail streams dwte four times (28 bytes an element) at dp > 1; an
+// untied model, one rank, ZeRO or compression has no tail.
+TEST(StepTimeModel, TiedEmbeddingTailStreamsTheEmbeddingFourTimes) {
+  HardwareSpec hw = ideal();
+  hw.optimizer_bandwidth = 1e9;
+  const RunConfig tied = config({"parallel.dp=2", "train.batch_tokens=1024"});
+  const RunConfig untied = config({"parallel.dp=2", "train.batch_tokens=1024", "model.tied_embeddings=false"});
+  const double wte = static_cast<double>(tied.model.vocab_size * tied.model.d_model);
+  EXPECT_NEAR(predict(tied, 2, hw).breakdown.other_s - predict(untied, 2, hw).breakdown.other_s, 28.0 * wte / 1e9, 1e-12);
+  const RunConfig zero = config({"parallel.dp=2", "parallel.zero=1", "train.batch_tokens=1024"});
+  const RunConfig zero_untied = config({"parallel.dp=2", "parallel.zero=1", "train.batch_tokens=1024", "model.tied_embeddings=false"});
+  EXPECT_NEAR(predict(zero, 2, hw).breakdown.other_s, predict(zero_untied, 2, hw).breakdown.other_s, 1e-12);
+}
+
 // compute_scale is the whole probe's ratio; each class gets its profiled share of the measured step
 // (the unprofiled time spread pro rata) over its predicted time; a class the probe lacks gets 0.
 TEST(ComputeScales, EachClassIsItsShareOfTheMeasuredStep) {
