@@ -263,6 +263,27 @@ TEST(StepTimeModel, OptimizerStreamsAtItsOwnMeasuredRate) {
   EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, 36 * P / 1e10 + overhead, 1e-12);
 }
 
+// ZeRO's passes over the owned shard (parallel/zero.cpp) stream beside AdamW's 36 bytes an element:
+// stage 1 average, copy back, clip and the gather's send copy (32); stage 2 the average and the
+// accumulation every micro-batch (20 each), clip and send copy (16); stage 3 also a send copy before
+// every forward and backward (36 a micro-batch, clip 8).
+TEST(StepTimeModel, ZeroStreamsItsShardPassesBesideAdamW) {
+  HardwareSpec h = ideal();
+  h.optimizer_bandwidth = 1e9;
+  const double overhead = 4 * h.op_overhead_s;
+  auto opt = [&](int zero) {
+    const RunConfig cfg = config({"parallel.dp=2", "parallel.zero=" + std::to_string(zero), "train.batch_tokens=1024"});
+    EXPECT_EQ(cfg.train.grad_accum, 2);
+    return predict(cfg, 2, h).breakdown.optimizer_s - overhead;
+  };
+  const double owned = opt(1) * 1e9 / (36 + 32);
+  const RunConfig one = config();
+  const double params = static_cast<double>(ParamLayout(one.model).total_numel());
+  EXPECT_NEAR(owned, params / 2, 0.01 * params);  // half, up to ZeRO's unit alignment
+  EXPECT_NEAR(opt(2), (36 + 2 * 20 + 16) * owned / 1e9, 1e-12);
+  EXPECT_NEAR(opt(3), (36 + 2 * 36 + 8) * owned / 1e9, 1e-12);
+}
+
 // Owner-only experts (ep, no ZeRO): dense gradients are reduced over dp x ep, each rank's
 // experts over dp only, and AdamW runs over E / ep experts.
 TEST(StepTimeModel, ExpertParallelReducesOnlyTheDenseTensorsAcrossEp) {
@@ -274,7 +295,8 @@ TEST(StepTimeModel, ExpertParallelReducesOnlyTheDenseTensorsAcrossEp) {
   const StepTimePrediction dp = predict(config({moe, "parallel.dp=2", "train.batch_tokens=512"}), 2, h);
   const ModelConfig m = config({moe}).model;
   double dense = 0, all = 0;
-  for (const ParamInfo& p : ParamLayout(m).params()) {
+  const ParamLayout layout(m);
+  for (const ParamInfo& p : layout.params()) {
     all += static_cast<double>(p.numel);
     if (!p.expert) dense += static_cast<double>(p.numel);
   }
