@@ -278,6 +278,7 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);
   h.devices_per_node = std::max(1, ranks_per_node);
   h.cores_per_node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  h.threads_per_device = omp_get_max_threads();
   // Ranks beyond the cores measured all this while taking turns on them, and the model stretches
   // compute by that sharing itself (HardwareSpec::core_sharing): the device is what one rank gets
   // alone. (4 ranks on 2 cores, bench-small: predicted 35 % over the measured step before.)

@@ -49,6 +49,11 @@ double HardwareSpec::core_sharing(int ranks_on_node, int threads) const {
   return std::max(1.0, static_cast<double>(ranks_on_node) * std::max(1, threads) / cores_per_node);
 }
 
+double HardwareSpec::thread_speedup(int threads) const {
+  if (cores_per_node <= 0 || threads_per_device <= 0) return 1.0;
+  return std::max(1.0, static_cast<double>(threads) / threads_per_device);
+}
+
 namespace {
 
 constexpr double kT = 1e12, kG = 1e9, kGiB = 1073741824.0, kUs = 1e-6, kMs = 1e-3;
@@ -157,6 +162,7 @@ Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::strin
   TS_RETURN_IF_ERROR(dev.number("op_overhead_us", kUs, h.op_overhead_s, false));
   TS_RETURN_IF_ERROR(dev.number("refault_gbs", kG, h.refault_bandwidth, false));
   TS_RETURN_IF_ERROR(dev.number("optimizer_gbs", kG, h.optimizer_bandwidth, false));
+  TS_RETURN_IF_ERROR(dev.integer("threads", h.threads_per_device, false));
   dev.mark("gemm_efficiency");
   TS_RETURN_IF_ERROR(read_gemm_table(dev, h));
   TS_RETURN_IF_ERROR(dev.unknown_keys());
@@ -232,6 +238,7 @@ std::string hardware_to_toml(const HardwareSpec& h) {
   line("op_overhead_us", h.op_overhead_s / kUs);
   if (h.refault_bandwidth > 0) line("refault_gbs", h.refault_bandwidth / kG);
   if (h.optimizer_bandwidth > 0) line("optimizer_gbs", h.optimizer_bandwidth / kG);
+  if (h.threads_per_device > 0) out += "threads = " + std::to_string(h.threads_per_device) + "\n";
   if (!h.gemm_efficiency.empty()) {
     out += "gemm_efficiency = [";
     for (size_t i = 0; i < h.gemm_efficiency.size(); ++i) {

@@ -377,6 +377,35 @@ TEST(StepTimeModel, EachOpClassTakesItsOwnScale) {
   EXPECT_GT(tp_ratio, one_ratio);
 }
 
+// A CPU file measured with one thread per rank: a rank running 2 threads on free cores computes and
+// streams the optimizer twice as fast; 2 ranks x 2 threads on 2 cores share them back to one core
+// each; a file that does not say its threads, or a GPU's (no cores), is taken as measured at the run's.
+TEST(StepTimeModel, ThreadsBeyondTheFilesSpeedARankUp) {
+  HardwareSpec h = ideal();
+  h.memory_bandwidth = 1e10;
+  h.op_overhead_s = 0;
+  h.cores_per_node = 4;
+  h.threads_per_device = 1;
+  auto at = [&](const HardwareSpec& hw, int ranks, const std::string& threads) {
+    const std::string dp = "parallel.dp=" + std::to_string(ranks);
+    return predict(config({dp, "train.threads=" + threads, "train.batch_tokens=" + std::to_string(256 * ranks)}), ranks, hw)
+        .breakdown;
+  };
+  const StepTimeBreakdown one = at(h, 1, "1"), two = at(h, 1, "2");
+  EXPECT_NEAR(two.compute_s, one.compute_s / 2, 1e-12);
+  EXPECT_NEAR(two.optimizer_s, one.optimizer_s / 2, 1e-12);
+  HardwareSpec unknown = h;
+  unknown.threads_per_device = 0;
+  EXPECT_NEAR(at(unknown, 1, "2").compute_s, one.compute_s, 1e-12);
+  HardwareSpec gpu = h;
+  gpu.cores_per_node = 0;
+  EXPECT_NEAR(at(gpu, 1, "2").compute_s, one.compute_s, 1e-12);
+  HardwareSpec two_cores = h;
+  two_cores.cores_per_node = 2;
+  two_cores.devices_per_node = 2;
+  EXPECT_NEAR(at(two_cores, 2, "2").compute_s, at(two_cores, 2, "1").compute_s, 1e-12);
+}
+
 // DataParallel's tied-embedding tail streams dwte four times (28 bytes an element) at dp > 1; an
 // untied model, one rank, ZeRO or compression has no tail.
 TEST(StepTimeModel, TiedEmbeddingTailStreamsTheEmbeddingFourTimes) {
