@@ -51,7 +51,7 @@ double HardwareSpec::core_sharing(int ranks_on_node, int threads) const {
 
 double HardwareSpec::thread_speedup(int threads) const {
   if (cores_per_node <= 0 || threads_per_device <= 0) return 1.0;
-  return std::max(1.0, static_cast<double>(threads) / threads_per_device);
+  return static_cast<double>(std::max(1, threads)) / threads_per_device;
 }
 
 namespace {

@@ -56,7 +56,7 @@ struct HardwareSpec {
   // Ranks x threads beyond them time-share the cores, so each rank's compute stretches by the excess.
   int cores_per_node = 0;
   // CPU machines: the threads per rank the device's rates were measured with (0: unknown, taken to be
-  // the run's own). A run whose ranks get more cores than that computes faster in proportion.
+  // the run's own). A run whose ranks run more (or fewer) threads computes faster (slower) in proportion.
   int threads_per_device = 0;
   LinkSpec intra;
   // [network]
@@ -88,7 +88,7 @@ struct HardwareSpec {
   // cores_per_node cores: max(1, ranks x threads / cores); 1 without cores_per_node.
   double core_sharing(int ranks_on_node, int threads) const;
   // How much faster each rank computes than the device as measured when it runs `threads` threads
-  // (threads / threads_per_device, at least 1; 1 without cores_per_node or threads_per_device).
+  // (threads / threads_per_device; below 1 with fewer; 1 without cores_per_node or threads_per_device).
   // Time-sharing beyond the cores is core_sharing's.
   double thread_speedup(int threads) const;
 };

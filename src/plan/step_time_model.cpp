@@ -165,8 +165,9 @@ double core_sharing_of(const HardwareSpec& hw, const RunConfig& cfg, int world_s
   return hw.core_sharing(ranks, run_threads(hw, cfg, world_size));
 }
 
-// The machine as this run's ranks see it: a CPU file measured with fewer threads per rank than the
-// run uses computes (and streams the optimizer) faster in proportion (HardwareSpec::thread_speedup).
+// The machine as this run's ranks see it: on a CPU file measured with another number of threads per
+// rank than the run uses, compute and the optimizer's streams scale in proportion
+// (HardwareSpec::thread_speedup).
 // Ideal scaling: the default job (1 rank x 2 threads, the 1-thread cpu-2core.toml, Zen 4) predicted
 // 6,299 tokens/s for 6,475 measured (3,150 without it); bench_optimizer_update ran 1.84x at 2 threads.
 HardwareSpec at_run_threads(HardwareSpec hw, const RunConfig& cfg, int world_size) {

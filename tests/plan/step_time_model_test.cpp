@@ -378,9 +378,10 @@ TEST(StepTimeModel, EachOpClassTakesItsOwnScale) {
 }
 
 // A CPU file measured with one thread per rank: a rank running 2 threads on free cores computes and
-// streams the optimizer twice as fast; 2 ranks x 2 threads on 2 cores share them back to one core
-// each; a file that does not say its threads, or a GPU's (no cores), is taken as measured at the run's.
-TEST(StepTimeModel, ThreadsBeyondTheFilesSpeedARankUp) {
+// streams the optimizer twice as fast (one measured with 2, a 1-thread rank half as fast); 2 ranks x
+// 2 threads on 2 cores share them back to one core each; a file that does not say its threads, or a
+// GPU's (no cores), is taken as measured at the run's.
+TEST(StepTimeModel, ARanksThreadsAgainstTheFilesScaleItsCompute) {
   HardwareSpec h = ideal();
   h.memory_bandwidth = 1e10;
   h.op_overhead_s = 0;
@@ -400,6 +401,9 @@ TEST(StepTimeModel, ThreadsBeyondTheFilesSpeedARankUp) {
   HardwareSpec gpu = h;
   gpu.cores_per_node = 0;
   EXPECT_NEAR(at(gpu, 1, "2").compute_s, one.compute_s, 1e-12);
+  HardwareSpec measured_at_two = h;
+  measured_at_two.threads_per_device = 2;
+  EXPECT_NEAR(at(measured_at_two, 1, "1").compute_s, 2 * one.compute_s, 1e-12);
   HardwareSpec two_cores = h;
   two_cores.cores_per_node = 2;
   two_cores.devices_per_node = 2;
