@@ -3,13 +3,18 @@
 
 namespace tessera {
 
+const ParamInfo* tied_embedding_tail_wte(const ParamLayout& layout, int replicas) {
+  const ParamInfo* wte = layout.find("wte");
+  if (replicas == 1 || !wte || wte->layer != -1 || !layout.find("lnf.w") || layout.find("lm_head.w")) return nullptr;
+  return wte;
+}
+
 std::unique_ptr<TiedEmbeddingTail> TiedEmbeddingTail::create(Backend& backend, Communicator& dp, ParamStore& store,
                                                              ReduceOp op) {
-  const ParamLayout& layout = store.layout();
-  const ParamInfo* wte = layout.find("wte");
-  const ParamInfo* lnf = layout.find("lnf.w");
-  if (dp.size() == 1 || !wte || wte->layer != -1 || !lnf || layout.find("lm_head.w")) return nullptr;
-  return std::unique_ptr<TiedEmbeddingTail>(new TiedEmbeddingTail(backend, dp, store, *wte, lnf->layer, op));
+  const ParamInfo* wte = tied_embedding_tail_wte(store.layout(), dp.size());
+  if (!wte) return nullptr;
+  const int head_layer = store.layout().find("lnf.w")->layer;
+  return std::unique_ptr<TiedEmbeddingTail>(new TiedEmbeddingTail(backend, dp, store, *wte, head_layer, op));
 }
 
 TiedEmbeddingTail::TiedEmbeddingTail(Backend& backend, Communicator& dp, ParamStore& store, const ParamInfo& wte,

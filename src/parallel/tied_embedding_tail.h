@@ -23,6 +23,11 @@
 
 namespace tessera {
 
+// The tied embedding a chunk's data-parallel reduction splits off: wte, when `layout` holds it with
+// the head that reads it (wte at layer -1, the final norm, no lm_head.w) and `replicas` > 1; else
+// nullptr. What create() builds on, and what the planners charge for.
+const ParamInfo* tied_embedding_tail_wte(const ParamLayout& layout, int replicas);
+
 class TiedEmbeddingTail {
  public:
   // nullptr unless the store holds a tied head on the embedding's stage (wte at layer -1, the final

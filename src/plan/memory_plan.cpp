@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "parallel/pipeline_schedule.h"
+#include "parallel/tied_embedding_tail.h"
 #include "plan/memory_replay.h"
 
 namespace tessera {
@@ -22,10 +23,8 @@ using namespace memory_replay;
 // DataParallel's TiedEmbeddingTail (parallel/tied_embedding_tail.h): a side buffer of the tied
 // embedding's size, when the chunk holds wte and the head that reads it and dp > 1.
 int64_t tied_embedding_tail_bytes(const ParamLayout& layout, int dp) {
-  const ParamInfo* wte = layout.find("wte");
-  const ParamInfo* lnf = layout.find("lnf.w");
-  if (dp == 1 || !wte || wte->layer != -1 || !lnf || layout.find("lm_head.w")) return 0;
-  return wte->numel * kF;
+  const ParamInfo* wte = tied_embedding_tail_wte(layout, dp);
+  return wte ? wte->numel * kF : 0;
 }
 
 struct RankResult {
