@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -139,16 +140,13 @@ void measure_compute_scales(HardwareSpec& h, const CalibrationProbe& probe, doub
   // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
   reset_memory_peaks();
   const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
-  HardwareSpec unscaled = h;
-  unscaled.compute_scale = 1;
-  unscaled.matmul_scale = unscaled.attention_scale = unscaled.memory_op_scale = 0;
   ProbeClassTimes predicted;
-  for (const std::vector<OpCost>* list : {&ops.forward, &ops.backward})
-    for (const OpCost& op : *list) {
-      const double s = op_seconds(op, unscaled, "fp32");
-      (op.cls == OpClass::matmul ? predicted.matmul_s : op.cls == OpClass::attention ? predicted.attention_s
-                                                                                     : predicted.memory_s) += s;
-    }
+  for (const std::vector<OpCost>* list : {&ops.forward, &ops.backward}) {
+    const std::array<double, 3> s = seconds_by_class(*list, h, "fp32");  // op_seconds: no scale applied
+    predicted.matmul_s += s[static_cast<size_t>(OpClass::matmul)];
+    predicted.attention_s += s[static_cast<size_t>(OpClass::attention)];
+    predicted.memory_s += s[static_cast<size_t>(OpClass::memory)];
+  }
   set_compute_scales(h, measured, predicted);
 }
 

@@ -91,6 +91,8 @@ struct HardwareSpec {
   // (threads / threads_per_device; below 1 with fewer; 1 without cores_per_node or threads_per_device).
   // Time-sharing beyond the cores is core_sharing's.
   double thread_speedup(int threads) const;
+  // The optimizer step's streaming rate: optimizer_bandwidth, or memory_bandwidth where unmeasured.
+  double optimizer_rate() const { return optimizer_bandwidth > 0 ? optimizer_bandwidth : memory_bandwidth; }
 };
 
 // Parses a hardware TOML; every error names the file, the key and what is expected.

@@ -155,12 +155,21 @@ double class_scale(const HardwareSpec& hw, OpClass cls) {
   return own > 0 ? own : hw.compute_scale;
 }
 
+std::array<double, 3> seconds_by_class(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision) {
+  std::array<double, 3> sum{};
+  for (const OpCost& o : ops) sum[static_cast<size_t>(o.cls)] += op_seconds(o, hw, precision);
+  return sum;
+}
+
+double class_seconds(const std::vector<OpCost>& ops, OpClass cls, const HardwareSpec& hw, std::string_view precision) {
+  return seconds_by_class(ops, hw, precision)[static_cast<size_t>(cls)] * class_scale(hw, cls);
+}
+
 double ops_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision) {
-  double sum[3] = {0, 0, 0};
-  for (const OpCost& o : ops) sum[static_cast<int>(o.cls)] += op_seconds(o, hw, precision);
+  const std::array<double, 3> sum = seconds_by_class(ops, hw, precision);
   double total = 0;
   for (OpClass c : {OpClass::matmul, OpClass::attention, OpClass::memory})
-    total += sum[static_cast<int>(c)] * class_scale(hw, c);
+    total += sum[static_cast<size_t>(c)] * class_scale(hw, c);
   return total;
 }
 

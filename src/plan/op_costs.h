@@ -4,6 +4,7 @@
 // rows. Matmul FLOPs are 2 M K N; attention is causal (half of the T x T work, as in ModelConfig::
 // flops_per_token); memory-bound ops count the f32 bytes they read and write.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,10 @@ double op_seconds(const OpCost& op, const HardwareSpec& hw, std::string_view pre
 // What the op model misses for a class on `hw`: its matmul_scale / attention_scale / memory_op_scale,
 // or compute_scale where that is 0.
 double class_scale(const HardwareSpec& hw, OpClass cls);
+// op_seconds summed per class (indexed by OpClass), unscaled.
+std::array<double, 3> seconds_by_class(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision);
+// One class's share of ops_seconds: its ops' sum times its class_scale.
+double class_seconds(const std::vector<OpCost>& ops, OpClass cls, const HardwareSpec& hw, std::string_view precision);
 // Their sum, each op times its class_scale.
 double ops_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, std::string_view precision);
 

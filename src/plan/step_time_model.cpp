@@ -9,6 +9,7 @@
 
 #include "model/param_layout.h"
 #include "parallel/pipeline_schedule_sim.h"
+#include "parallel/tied_embedding_tail.h"
 #include "plan/comm_cost.h"
 #include "plan/op_costs.h"
 
@@ -28,7 +29,7 @@ struct ChunkTime {
   double params = 0;          // elements of the chunk's (tp-shard) parameters
   double expert_params = 0;   // of which owner-only experts (reduced over dp, not dp x ep)
   double largest_unit = 0;    // elements of its largest layer (ZeRO's unit, DataParallel's bucket floor)
-  bool holds_wte = false;
+  double tail_wte = 0;        // elements of the tied embedding DataParallel splits off (tied_embedding_tail.h)
 };
 
 struct RankTime {
@@ -54,12 +55,6 @@ void add_context_parallel(ChunkOps& ops, int cp) {
       if (op.cls == OpClass::attention) op.flops *= cp;
 }
 
-double class_seconds(const std::vector<OpCost>& ops, OpClass cls, const HardwareSpec& hw, const std::string& prec) {
-  std::vector<OpCost> of_class;
-  for (const OpCost& op : ops)
-    if (op.cls == cls) of_class.push_back(op);
-  return ops_seconds(of_class, hw, prec);
-}
 double attention_seconds(const std::vector<OpCost>& ops, const HardwareSpec& hw, const std::string& prec) {
   return class_seconds(ops, OpClass::attention, hw, prec);
 }
@@ -89,7 +84,7 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
     t.params = static_cast<double>(pl.total_numel());
     for (const auto& [b, e] : expert_ranges(pl)) t.expert_params += static_cast<double>(e - b);
     t.largest_unit = static_cast<double>(pl.total_numel()) / std::max(1, last - first);
-    t.holds_wte = first == 0;
+    if (const ParamInfo* wte = tied_embedding_tail_wte(pl, lay.grid.replica_size())) t.tail_wte = static_cast<double>(wte->numel);
     // ZeRO 2 / 3 hand each layer's gradient pages back after its reduction: the next micro-batch's
     // backward faults them in again as it writes them (the weight pass under a split backward).
     if (cfg.parallel.zero >= 2 && lay.grid.replica_size() > 1 && hw.refault_bandwidth > 0) {
@@ -151,33 +146,32 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
   return r;
 }
 
+// The node holds min(world, devices_per_node) of the run's ranks; train.threads = 0 gives each rank
+// its share of the cores.
+int ranks_on_node(const HardwareSpec& hw, int world_size) { return std::max(1, std::min(world_size, hw.devices_per_node)); }
+int run_threads(const HardwareSpec& hw, const RunConfig& cfg, int world_size) {
+  return cfg.train.threads > 0 ? cfg.train.threads : std::max(1, hw.cores_per_node / ranks_on_node(hw, world_size));
+}
+
 // A CPU machine's ranks beyond its cores (oversubscribed mpirun) take turns on them: each rank's
 // compute and optimizer stretch by the excess, while a rank waiting in the bubble or a collective
-// leaves its core to the others. The node holds min(world, devices_per_node) ranks; train.threads = 0
-// gives each rank its share of the cores.
-int run_threads(const HardwareSpec& hw, const RunConfig& cfg, int world_size) {
-  const int ranks = std::max(1, std::min(world_size, hw.devices_per_node));
-  return cfg.train.threads > 0 ? cfg.train.threads : std::max(1, hw.cores_per_node / ranks);
-}
-
+// leaves its core to the others.
 double core_sharing_of(const HardwareSpec& hw, const RunConfig& cfg, int world_size) {
-  const int ranks = std::max(1, std::min(world_size, hw.devices_per_node));
-  return hw.core_sharing(ranks, run_threads(hw, cfg, world_size));
+  return hw.core_sharing(ranks_on_node(hw, world_size), run_threads(hw, cfg, world_size));
 }
 
-// The machine as this run's ranks see it: on a CPU file measured with another number of threads per
-// rank than the run uses, compute and the optimizer's streams scale in proportion
-// (HardwareSpec::thread_speedup).
-// Ideal scaling: the default job (1 rank x 2 threads, the 1-thread cpu-2core.toml, Zen 4) predicted
-// 6,299 tokens/s for 6,475 measured (3,150 without it); bench_optimizer_update ran 1.84x at 2 threads.
-HardwareSpec at_run_threads(HardwareSpec hw, const RunConfig& cfg, int world_size) {
-  const double s = hw.thread_speedup(run_threads(hw, cfg, world_size));
-  if (s == 1.0) return hw;
-  hw.compute_scale /= s;
-  hw.matmul_scale /= s;
-  hw.attention_scale /= s;
-  hw.memory_op_scale /= s;
-  hw.optimizer_bandwidth = s * (hw.optimizer_bandwidth > 0 ? hw.optimizer_bandwidth : hw.memory_bandwidth);
+// The machine as ranks `speedup` times faster than the file's device see it (HardwareSpec::
+// thread_speedup: a CPU file measured with another number of threads per rank than the run uses):
+// compute and the optimizer's streams scale in proportion. Ideal scaling: the default job (1 rank x
+// 2 threads, the 1-thread cpu-2core.toml, Zen 4) predicted 6,299 tokens/s for 6,475 measured (3,150
+// without it); bench_optimizer_update ran 1.84x at 2 threads.
+HardwareSpec scaled_to_threads(HardwareSpec hw, double speedup) {
+  if (speedup == 1.0) return hw;
+  hw.compute_scale /= speedup;
+  hw.matmul_scale /= speedup;
+  hw.attention_scale /= speedup;
+  hw.memory_op_scale /= speedup;
+  hw.optimizer_bandwidth = speedup * hw.optimizer_rate();
   return hw;
 }
 
@@ -217,7 +211,8 @@ std::string StepTimePrediction::describe() const {
 }
 
 Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_size, const HardwareSpec& machine) {
-  const HardwareSpec hw = at_run_threads(machine, cfg, world_size);
+  const double thread_speedup = machine.thread_speedup(run_threads(machine, cfg, world_size));
+  const HardwareSpec hw = scaled_to_threads(machine, thread_speedup);
   TS_ASSIGN_OR_RETURN(ParallelLayout lay, plan_parallel_layout(cfg, world_size));
   const ModelConfig& m = cfg.model;
   const GridShape& g = lay.grid;
@@ -313,8 +308,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
     }
     // AdamW over the owned parameters: read p, g, m, v and write p, m, v; clipping reads g; zeroing writes it.
     const double owned = zero > 0 ? params / shards : params;
-    const double stream = hw.optimizer_bandwidth > 0 ? hw.optimizer_bandwidth : hw.memory_bandwidth;
-    opt[s] = (36.0 + zero_shard_pass_bytes(shards > 1 ? zero : 0, M)) * owned / stream +
+    opt[s] = (36.0 + zero_shard_pass_bytes(shards > 1 ? zero : 0, M)) * owned / hw.optimizer_rate() +
              4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
     end[s] = finish[s] + dp_exposed[s] + opt[s];
     if (end[s] > end[slow]) slow = s;
@@ -347,14 +341,12 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   // The loss average over dp and the gradient-norm sum over the world: latency only.
   b.other_s = hw.step_overhead_s + ring_all_reduce_s(kF, replicas, dp_link) +
               (world_size > 1 ? ring_all_reduce_s(kF, world_size, hw.collective_link(world_size, false)) : 0);
-  // DataParallel's tied-embedding tail (parallel/tied_embedding_tail.h) on a model with its head:
+  // DataParallel's tied-embedding tail (parallel/tied_embedding_tail.h; not under ZeRO or compression):
   // dwte copied aside and zeroed at the head, scanned for touched rows and copied back at the end,
   // four passes over it (28 bytes an element) at the optimizer's streaming rate (bench-small dp 2:
   // 5.4 ms of perf samples, the memmove, the fill and the scan).
-  if (P == 1 && zero == 0 && replicas > 1 && m.tied_embeddings && cfg.comm.compression == CompressionKind::none) {
-    const double stream = hw.optimizer_bandwidth > 0 ? hw.optimizer_bandwidth : hw.memory_bandwidth;
-    b.other_s += 28.0 * static_cast<double>(m.vocab_size * m.d_model) / g.tp / stream;
-  }
+  if (zero == 0 && cfg.comm.compression == CompressionKind::none)
+    for (const ChunkTime& c : ranks[slow].chunks) b.other_s += 28.0 * c.tail_wte / hw.optimizer_rate();
 
   StepTimePrediction p;
   p.layout = lay;
@@ -365,8 +357,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   p.tokens_per_s = static_cast<double>(p.tokens_per_step) / p.step_s;
   p.flops_per_device = m.flops_per_token(cfg.data.seq_len) * p.tokens_per_s / world_size;
   // Against the peak of the cores a rank computes on (a CPU rank with more threads than the file's).
-  const double peak = hw.peak_flops(precision_name(cfg.train.precision)) *
-                      hw.thread_speedup(run_threads(hw, cfg, world_size));
+  const double peak = hw.peak_flops(precision_name(cfg.train.precision)) * thread_speedup;
   p.mfu = peak > 0 ? p.flops_per_device / peak : 0;
   return p;
 }
