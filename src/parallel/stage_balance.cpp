@@ -1,11 +1,15 @@
 // Pipeline stage balancing: a linear-partition dynamic programme over per-layer costs, and for the
-// interleaved schedule a local search over each rank's total.
+// interleaved schedule a search over each rank's total or over the simulated step.
 #include "parallel/stage_balance.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
+
+#include "core/log.h"
+#include "parallel/pipeline_schedule_sim.h"
 
 namespace tessera {
 
@@ -108,7 +112,102 @@ StageSplit balance_rank_totals(const std::vector<LayerCost>& costs, StageSplit s
   return best;
 }
 
+// The interleaved schedule of one shape, simulated for any split of its virtual stages.
+class InterleavedStep {
+ public:
+  InterleavedStep(int ranks, int micro_batches, int virtual_stages)
+      : ranks_(ranks),
+        schedules_(make_all_pipeline_schedules(PipelineScheduleKind::interleaved,
+                                               PipelineShape{ranks, micro_batches, virtual_stages})) {}
+
+  double makespan(const StageSplit& split) const {
+    auto cost = [&](int rank, const PipeAction& a) {
+      const double f = split.flops[static_cast<size_t>(a.chunk * ranks_ + rank)];
+      return a.op == PipeOp::forward ? f / 3 : 2 * f / 3;
+    };
+    const PipelineSimulation sim = simulate_pipeline(schedules_, cost, 0.0);
+    TS_CHECK(sim.finished) << sim.error;
+    return sim.makespan;
+  }
+
+ private:
+  int ranks_;
+  std::vector<std::vector<PipeAction>> schedules_;
+};
+
+struct StepScore {
+  double makespan = 0;
+  InterleavedScore split;
+};
+
+bool better(const StepScore& a, const StepScore& b) {
+  if (int c = compare_costs({a.makespan}, {b.makespan})) return c < 0;
+  return better(a.split, b.split);
+}
+
+// C(n, k), or limit + 1 once it exceeds limit.
+int64_t splits_up_to(int n, int k, int64_t limit) {
+  int64_t c = 1;
+  for (int i = 1; i <= k; ++i) {
+    c = c * (n - k + i) / i;
+    if (c > limit) return limit + 1;
+  }
+  return c;
+}
+
+StageSplit balance_interleaved_step(const std::vector<LayerCost>& costs, StageSplit start, int ranks, int micro_batches) {
+  const int S = static_cast<int>(start.bounds.size()) - 1, L = start.bounds.back();
+  const InterleavedStep step(ranks, micro_batches, S / ranks);
+  auto score = [&](const StageSplit& s) { return StepScore{step.makespan(s), interleaved_score(s, ranks)}; };
+  StageSplit best = std::move(start);
+  StepScore best_score = score(best);
+  auto consider = [&](std::vector<int> bounds) {
+    StageSplit cand = measure(costs, std::move(bounds));
+    StepScore cand_score = score(cand);
+    if (!better(cand_score, best_score)) return false;
+    best = std::move(cand);
+    best_score = std::move(cand_score);
+    return true;
+  };
+  if (splits_up_to(L - 1, S - 1, kExhaustiveInterleavedSplits) <= kExhaustiveInterleavedSplits) {
+    std::vector<int> bounds(static_cast<size_t>(S + 1));
+    bounds[0] = 0;
+    bounds[static_cast<size_t>(S)] = L;
+    // Inner bounds in increasing order: bounds[b] ranges over [bounds[b-1] + 1, L - (S - b)].
+    std::function<void(int)> place = [&](int b) {
+      if (b == S) return void(consider(bounds));
+      for (int at = bounds[static_cast<size_t>(b - 1)] + 1; at <= L - (S - b); ++at) {
+        bounds[static_cast<size_t>(b)] = at;
+        place(b + 1);
+      }
+    };
+    place(1);
+    return best;
+  }
+  // Moves: one layer from any chunk to any other (the boundaries between them shift by one), until
+  // none shortens the step.
+  for (bool improved = true; improved;) {
+    improved = false;
+    for (int from = 0; from < S; ++from)
+      for (int to = 0; to < S; ++to) {
+        if (to == from || best.bounds[static_cast<size_t>(from + 1)] - best.bounds[static_cast<size_t>(from)] < 2) continue;
+        std::vector<int> bounds = best.bounds;
+        if (from < to)
+          for (int b = from + 1; b <= to; ++b) --bounds[static_cast<size_t>(b)];
+        else
+          for (int b = to + 1; b <= from; ++b) ++bounds[static_cast<size_t>(b)];
+        improved |= consider(std::move(bounds));
+      }
+  }
+  return best;
+}
+
 }  // namespace
+
+double interleaved_makespan(const StageSplit& split, int ranks, int micro_batches) {
+  const int S = static_cast<int>(split.flops.size());
+  return InterleavedStep(ranks, micro_batches, S / ranks).makespan(split);
+}
 
 std::string StageSplit::describe() const {
   std::string out;
@@ -121,7 +220,7 @@ std::string StageSplit::describe() const {
   return out;
 }
 
-Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages, int ranks) {
+Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages, int ranks, int micro_batches) {
   const int L = static_cast<int>(cfg.n_layer);
   if (stages < 1 || stages > L)
     return invalid_argument("parallel.pp=" + std::to_string(stages) + " needs at least one layer per stage but the model has " +
@@ -154,7 +253,11 @@ Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages,
   for (int s = stages; s > 0; --s) bounds[s - 1] = cut[s][bounds[s]];
   StageSplit split = measure(costs, std::move(bounds));
   if (ranks <= 0 || ranks >= stages) return split;
-  return balance_rank_totals(costs, std::move(split), ranks);
+  split = balance_rank_totals(costs, std::move(split), ranks);
+  const PipelineShape shape{ranks, micro_batches, stages / ranks};
+  if (micro_batches < 1 || stages % ranks != 0 || !validate_pipeline_shape(PipelineScheduleKind::interleaved, shape).ok())
+    return split;
+  return balance_interleaved_step(costs, std::move(split), ranks, micro_batches);
 }
 
 Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts) {

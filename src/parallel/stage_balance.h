@@ -40,7 +40,17 @@ struct StageSplit {
 // rank totals, largest first, then the sorted stage costs (a chunk that is slow alone still holds up
 // the next rank). A local search from the per-stage split, moving one boundary a layer at a time
 // (checked against every split by brute force in tests/parallel/stage_balance_test.cpp).
-Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages, int ranks = 0);
+// Given the step's micro-batches as well (a valid interleaved shape), it minimises the step itself:
+// the interleaved schedule simulated with each chunk's forward a third of its compute and its
+// backward two thirds (pipeline_schedule_sim.h), ties broken by the rank totals. Equal rank totals
+// still leave a bubble when the chunks are unequal (GPT-2's head is ~5 layers), and an unequal
+// split can idle less. Every split is simulated when there are at most kExhaustiveInterleavedSplits,
+// else a local search from the rank-total split.
+inline constexpr int64_t kExhaustiveInterleavedSplits = 4096;
+Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages, int ranks = 0, int micro_batches = 0);
+// The interleaved schedule's simulated step for a split (chunk forward = a third of its compute,
+// backward two thirds), in the same units as StageSplit::flops times micro-batches.
+double interleaved_makespan(const StageSplit& split, int ranks, int micro_batches);
 // A split given as layer counts per stage (parallel.stage_layers): each >= 1, summing to L.
 Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts);
 

@@ -187,7 +187,9 @@ Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
                             (V > 1 ? std::string(" or parallel.virtual_stages") : std::string()) +
                             " so that pp x virtual_stages <= " + str(L));
   const std::vector<int64_t>& counts = cfg.parallel.stage_layers;
-  if (counts.empty()) return balance_stages(cfg.model, cfg.data.seq_len, static_cast<int>(S), pp);
+  // Interleaved (V > 1): the split that makes the step's simulated schedule shortest at its micro-batches.
+  if (counts.empty())
+    return balance_stages(cfg.model, cfg.data.seq_len, static_cast<int>(S), pp, V > 1 ? static_cast<int>(cfg.train.grad_accum) : 0);
   if (static_cast<int64_t>(counts.size()) != S)
     return invalid_argument("parallel.stage_layers has " + str(static_cast<int64_t>(counts.size())) +
                             " entries but needs one per virtual stage: parallel.pp x parallel.virtual_stages = " +
