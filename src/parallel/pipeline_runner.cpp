@@ -28,20 +28,49 @@ std::string where(const char* what, int micro, int chunk) {
 
 }  // namespace
 
-struct PipelineRunner::Slot {
-  std::unique_ptr<Transformer> model;
-  bool busy = false;
-  std::vector<Work> sends;  // in flight from this slot's buffers
-  Status wait_sends() {
+// Sends in flight from one buffer, waited before that buffer is written again.
+class PendingSends {
+ public:
+  void add(Work w) { sends_.push_back(std::move(w)); }
+  Status wait() {
     Status first;
-    for (Work& w : sends) {
+    for (Work& w : sends_) {
       const Status s = w.wait();
       if (!s.ok() && first.ok()) first = s;
     }
-    sends.clear();
+    sends_.clear();
     return first;
   }
+  bool empty() const { return sends_.empty(); }
+
+ private:
+  std::vector<Work> sends_;
 };
+
+// A slot's two sent buffers are written by different passes, so a pass waits only for its own: a
+// slot released after sending its input gradient takes the next micro-batch's activation and runs
+// its forward while that gradient still waits for the previous stage to receive it (which under
+// interleaving can be a whole backward and forward later).
+struct PipelineRunner::Slot {
+  std::unique_ptr<Transformer> model;
+  bool busy = false;
+  PendingSends activation_sends;  // from stage_output(): the next forward writes it
+  PendingSends gradient_sends;    // from stage_input_grad(): the next backward writes it
+  Status wait_sends() {
+    const Status a = activation_sends.wait();
+    const Status g = gradient_sends.wait();
+    return a.ok() ? g : a;
+  }
+};
+
+namespace {
+// Waits for a buffer's sends before a pass writes it; the wait shows in the timeline when there is one.
+Status wait_before_writing(PendingSends& sends, Timeline& timeline) {
+  if (sends.empty()) return Status::ok_status();
+  TimelineSpan span(timeline, "send wait", "comm", 1);
+  return sends.wait();
+}
+}  // namespace
 
 PipelineRunner::PipelineRunner(Backend& backend, const ModelConfig& cfg, std::vector<ParamStore*> chunks, int64_t B, int64_t T,
                                Recompute recompute, Communicator& pp, PipelineScheduleKind kind, PipelineShape shape, GradientReduction& reduction,
@@ -98,14 +127,15 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
   Transformer& model = *slot.model;
   switch (a.op) {
     case PipeOp::recv_activation: {
-      TS_RETURN_IF_ERROR(slot.wait_sends());  // the slot's buffers may still be going out
+      // The input is sent nowhere, unless a chunk without layers passes its input on as its output.
+      if (model.stage_input() == model.stage_output()) TS_RETURN_IF_ERROR(wait_before_writing(slot.activation_sends, timeline));
       TimelineSpan span(timeline, "recv activation", "comm", 1);
       const Status s = pp_.recv_async(model.stage_input(), act, DType::f32, a.peer_stage, kActivationTag).wait();
       if (!s.ok()) return Status(s.code(), where("receiving the activation", a.micro_batch, a.chunk) + ": " + s.message());
       return Status::ok_status();
     }
     case PipeOp::forward: {
-      TS_RETURN_IF_ERROR(slot.wait_sends());
+      TS_RETURN_IF_ERROR(wait_before_writing(slot.activation_sends, timeline));
       TimelineSpan span(timeline, "forward", "compute");
       const size_t off = static_cast<size_t>(a.micro_batch * BT);
       const int32_t* tokens = first_virtual(a.chunk) ? inputs_.data() + off : nullptr;
@@ -116,7 +146,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
     }
     case PipeOp::send_activation: {
       TimelineSpan span(timeline, "send activation", "comm", 1);
-      slot.sends.push_back(pp_.send_async(model.stage_output(), act, DType::f32, a.peer_stage, kActivationTag));
+      slot.activation_sends.add(pp_.send_async(model.stage_output(), act, DType::f32, a.peer_stage, kActivationTag));
       return Status::ok_status();
     }
     case PipeOp::recv_gradient: {
@@ -126,6 +156,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
       return Status::ok_status();
     }
     case PipeOp::backward: {
+      TS_RETURN_IF_ERROR(wait_before_writing(slot.gradient_sends, timeline));
       TimelineSpan span(timeline, "backward", "compute");
       // The chunk's last backward communicates the gradients (under a split backward: its weight pass).
       if (!replaying_ && !split_) reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);
@@ -136,7 +167,7 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
     }
     case PipeOp::send_gradient: {
       TimelineSpan span(timeline, "send gradient", "comm", 1);
-      slot.sends.push_back(pp_.send_async(model.stage_input_grad(), act, DType::f32, a.peer_stage, kGradientTag));
+      slot.gradient_sends.add(pp_.send_async(model.stage_input_grad(), act, DType::f32, a.peer_stage, kGradientTag));
       if (!split_) release(a.micro_batch, a.chunk);
       return Status::ok_status();
     }
@@ -266,8 +297,7 @@ Result<EvalResult> PipelineRunner::evaluate(EvalLoader& loader, int64_t max_batc
       TS_RETURN_IF_ERROR(model_comm_status(model));
       if (last_virtual(c)) sum += loss;
       if (vs + 1 < p * V)
-        models_[c][0]->sends.push_back(
-            pp_.send_async(model.stage_output(), act, DType::f32, (vs + 1) % p, kActivationTag));
+        models_[c][0]->activation_sends.add(pp_.send_async(model.stage_output(), act, DType::f32, (vs + 1) % p, kActivationTag));
     }
     TS_RETURN_IF_ERROR(wait_sends());
     ++r.batches;
