@@ -34,7 +34,6 @@ struct ZeroSharded::Unit {
   std::unique_ptr<AdamW> opt;  // over `owned`
   float* acc = nullptr;        // stages 2, 3: reduced gradient of the owned slice, summed over micro-batches
   float* recv = nullptr;       // while reducing (stages 2, 3): the receive slot
-  float* send = nullptr;       // while gathering: the send slot holding the owned parameters
   size_t index = 0;            // in units_, for the trace
   Work reduction;
   bool reducing = false;
@@ -83,8 +82,8 @@ ZeroSharded::ZeroSharded(Backend& backend, Communicator& dp, ParamStore& store, 
       u->acc = cursor;
       cursor += u->slice;
     }
-  slots_ = backend.allocate(static_cast<size_t>(4 * max_slice) * sizeof(float), MemCategory::communication);
-  for (int i = 0; i < 4; ++i) (i < 2 ? free_recv_ : free_send_).push_back(slots_.as<float>() + i * max_slice);
+  slots_ = backend.allocate(static_cast<size_t>(2 * max_slice) * sizeof(float), MemCategory::communication);
+  for (int i = 0; i < 2; ++i) free_recv_.push_back(slots_.as<float>() + i * max_slice);
   // A tied head on the stage that also holds the embedding reads wte (unit -1) at layer n_layer.
   const ParamInfo* wte = layout.find("wte");
   tied_head_ = wte && wte->layer == -1 && layout.find("lnf.w") && !layout.find("lm_head.w");
@@ -118,15 +117,11 @@ Status ZeroSharded::broadcast_parameters() {
   return Status::ok_status();
 }
 
-// A free slot, completing the oldest op in flight when both are taken.
-float* ZeroSharded::take_slot(std::vector<Unit*>& in_flight, std::vector<float*>& free, bool gather) {
-  if (free.empty()) {
-    Unit* oldest = in_flight.front();
-    if (gather) record(finish_gather(*oldest));
-    else record(complete_reduction(*oldest));
-  }
-  float* slot = free.back();
-  free.pop_back();
+// A free receive slot, completing the oldest reduction in flight when both are taken.
+float* ZeroSharded::take_recv_slot() {
+  if (free_recv_.empty()) record(complete_reduction(*reducing_.front()));
+  float* slot = free_recv_.back();
+  free_recv_.pop_back();
   return slot;
 }
 
@@ -134,7 +129,6 @@ Status ZeroSharded::finish_gather(Unit& u) {
   const Status s = u.gather.wait();
   u.gathering = false;
   u.gathered = true;
-  free_send_.push_back(u.send);
   gathering_.erase(std::find(gathering_.begin(), gathering_.end(), &u));
   if (!s.ok()) return Status(s.code(), "ZeRO gather of layer " + std::to_string(u.layer) + ": " + s.message());
   return s;
@@ -142,9 +136,10 @@ Status ZeroSharded::finish_gather(Unit& u) {
 
 void ZeroSharded::start_gather(Unit& u) {
   if (u.gathered || u.gathering) return;
-  u.send = take_slot(gathering_, free_send_, /*gather=*/true);
-  backend_.copy(u.send, store_.params() + u.owned.begin, u.slice);
-  u.gather = dp_.all_gather_async(u.send, store_.params() + u.begin, u.slice, DType::f32);
+  // In place: the owned slice is this rank's block of the unit (MPI_IN_PLACE; NCCL's in-place form).
+  // At most two gathers in flight, as with the reductions.
+  if (gathering_.size() >= 2) record(finish_gather(*gathering_.front()));
+  u.gather = dp_.all_gather_async(store_.params() + u.owned.begin, store_.params() + u.begin, u.slice, DType::f32);
   u.gathering = true;
   gathering_.push_back(&u);
 }
@@ -224,7 +219,7 @@ void ZeroSharded::begin_micro_batch(bool completes_step) {
 
 void ZeroSharded::launch_reduction(Unit& u) {
   float* g = store_.grads() + u.begin;
-  u.recv = take_slot(reducing_, free_recv_, /*gather=*/false);
+  u.recv = take_recv_slot();
   u.t_launch = now_s();
   u.reducing = true;
   u.launched = true;

@@ -105,7 +105,7 @@ class ZeroSharded final : public ReplicaSync {
   Status ensure_gathered(Unit& u);
   void release_params(Unit& u);
   Status all_gather_units();
-  float* take_slot(std::vector<Unit*>& in_flight, std::vector<float*>& free, bool gather);
+  float* take_recv_slot();
   void sample();
   void record(const Status& s);
   // Sharded experts, after the step's reductions: the owned dense gradient averaged over ep, the
@@ -125,10 +125,10 @@ class ZeroSharded final : public ReplicaSync {
   int rank_, size_;
   std::vector<std::unique_ptr<Unit>> units_;  // in buffer order (embeddings first)
   Buffer accumulators_;                       // stages 2, 3: every unit's owned gradient slice
-  // Two receive slices for reduce-scatters and two send slices for all-gathers (each the largest
-  // unit's slice): at most two of each are in flight, the oldest is completed to free a slot.
+  // Two receive slices for reduce-scatters (each the largest unit's slice): at most two are in flight,
+  // the oldest is completed to free a slot. All-gathers need none: they run in place.
   Buffer slots_;
-  std::vector<float*> free_recv_, free_send_;
+  std::vector<float*> free_recv_;
   std::vector<Unit*> reducing_, gathering_;  // in launch order
   bool sync_ = true;
   bool tied_head_ = false;  // the head reads the embedding unit's wte

@@ -178,7 +178,7 @@ class ZeroChunk {
     }
   }
   // The ZeroSharded constructor: AdamW m and v per unit slice, the owned gradient accumulators
-  // (stages 2, 3), then two receive and two send slots of the largest slice.
+  // (stages 2, 3), then two receive slots of the largest slice (the gathers run in place).
   void allocate_sync() {
     int64_t acc_floats = 0, max_slice = 0;
     for (const Unit& u : units_) {
@@ -189,7 +189,7 @@ class ZeroChunk {
       max_slice = std::max(max_slice, slice);
     }
     counters_.alloc(MemCategory::gradients, acc_floats * kF);
-    counters_.alloc(MemCategory::communication, 4 * max_slice * kF);
+    counters_.alloc(MemCategory::communication, 2 * max_slice * kF);
   }
   // Initialisation and broadcast write every parameter; broadcast_parameters pages out the others' slices.
   void broadcast_parameters() {

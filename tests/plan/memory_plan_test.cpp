@@ -13,9 +13,11 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "parallel/zero.h"
 #include "plan/memory_plan.h"
 #include "config/run_config.h"
 #include "../backend_util.h"
+#include "../world_of_one.h"
 
 namespace tessera {
 namespace {
@@ -231,6 +233,25 @@ TEST(MemoryPlan, DataParallelPlanEqualsTheAllocatorsCounters) {
     for (int c = 0; c < kNumMemCategories; ++c)
       EXPECT_EQ(static_cast<int64_t>(s.live[c] - before.live[c]), p.ranks[0].at_peak[c]) << c;
   }
+}
+
+// ZeroSharded's own buffers (the AdamW moments of its slices and the reductions' receive slots; the
+// gathers run in place and need none), against the plan's optimizer and communication categories.
+TEST(MemoryPlan, ZeroPlanCountsWhatZeroShardedAllocates) {
+  const RunConfig cfg = config({"parallel.zero=1"});
+  const MemoryPlan p = plan(cfg, 1);
+  const MemoryStats before = memory_stats();
+  ParamStore store{ParamLayout(cfg.model, 0, static_cast<int>(cfg.model.n_layer), {}, zero_layer_alignment(1)),
+                   zero_store_options(1)};
+  const MemoryStats with_store = memory_stats();
+  ZeroSharded zero(tessera::testing::cpu_backend(), tessera::testing::world_of_one(), store, cfg.optim, 1);
+  const MemoryStats s = memory_stats();
+  for (MemCategory c : {MemCategory::optimizer_state, MemCategory::communication})
+    EXPECT_EQ(static_cast<int64_t>(s.live[static_cast<int>(c)] - with_store.live[static_cast<int>(c)]), cat(p.ranks[0], c))
+        << static_cast<int>(c);
+  EXPECT_EQ(static_cast<int64_t>(with_store.live[static_cast<int>(MemCategory::parameters)] -
+                                 before.live[static_cast<int>(MemCategory::parameters)]),
+            cat(p.ranks[0], MemCategory::parameters));
 }
 
 TEST(MemoryPlan, TensorParallelHalvesTheShardedParameters) {
