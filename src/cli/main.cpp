@@ -1,9 +1,11 @@
 // tessera <command>: parses the command line and dispatches; each command lives in its own file.
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -81,6 +83,9 @@ int main(int raw_argc, char** raw_argv) {
     std::ostringstream muted;
     const bool speak = tessera::cli::launched_rank() == 0;
     const int code = speak ? app.exit(e) : app.exit(e, muted, muted);
+    // mpirun ends the whole job when the first rank exits non-zero: the silent ranks leave a little
+    // later, so that rank 0 (which may have started last) has printed the message by then.
+    if (!speak && code != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
     return code == 0 ? 0 : tessera::exit_code(tessera::ExitCode::usage);
   }
   for (auto& [sub, run] : runners)

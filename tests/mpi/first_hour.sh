@@ -46,5 +46,12 @@ rc=0
 $mpirun -np 4 "$tessera" train --config "$src/configs/tiny.toml" --no-such-flag > flag.log 2>&1 || rc=$?
 cat flag.log
 [ "$rc" -eq 2 ] || fail "an unknown flag must end the job with exit code 2, not $rc"
-[ "$(grep -c 'no-such-flag' flag.log)" -eq 1 ] || fail "the unknown flag is reported more than once"
+[ "$(grep -c 'no-such-flag' flag.log)" -eq 1 ] || fail "the unknown flag is not reported exactly once"
+# Rank 0 alone prints it; when rank 0 starts last (a loaded machine), the others must not end the
+# job before it has: rank 0 started a second late here.
+printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 0 ] && sleep 1\nexec "$@"\n' > late_rank0.sh
+chmod +x late_rank0.sh
+rc=0
+$mpirun -np 4 ./late_rank0.sh "$tessera" train --config "$src/configs/tiny.toml" --no-such-flag > late.log 2>&1 || rc=$?
+[ "$(grep -c 'no-such-flag' late.log)" -eq 1 ] || { cat late.log; fail "the unknown flag is lost when rank 0 starts last"; }
 echo "PASS: a missing --config and an unknown flag are printed once (exit code 2)"
