@@ -148,13 +148,16 @@ KeyCheck holds(bool (*ok)(double), std::string rule, bool show_value = false) {
 KeyCheck not_empty() {
   return [](const KeyValue& v) -> std::string { return std::get<std::string>(v).empty() ? " must not be empty" : ""; };
 }
-// Every element of an integer list >= lo: " [i] must be >= lo (got x)" after the key's location.
-KeyCheck each_at_least(int64_t lo) {
-  return [lo](const KeyValue& v) -> std::string {
+// Layers per virtual stage: each >= 1 but the last, which may be 0 (the final norm and head alone).
+KeyCheck stage_layer_counts() {
+  return [](const KeyValue& v) -> std::string {
     const auto& list = std::get<std::vector<int64_t>>(v);
-    for (size_t i = 0; i < list.size(); ++i)
-      if (list[i] < lo)
-        return "[" + std::to_string(i) + "] must be >= " + std::to_string(lo) + " (got " + std::to_string(list[i]) + ")";
+    for (size_t i = 0; i < list.size(); ++i) {
+      const bool last = i + 1 == list.size();
+      if (list[i] < (last ? 0 : 1))
+        return "[" + std::to_string(i) + "] must be >= " + (last ? "0" : "1") + " (got " + std::to_string(list[i]) + ")" +
+               (last ? "" : ": only the last virtual stage may hold no layers (the final norm and head alone)");
+    }
     return "";
   };
 }
@@ -341,8 +344,8 @@ std::vector<SectionSpec> make_schema() {
            {"virtual_stages", field(&RC::parallel, &PC::virtual_stages), kOk,
             {at_least(1), holds([](double x) { return x <= 1024; }, " is too large (max 1024)")},
             "model chunks per pipeline rank (interleaved: >= 2)"},
-           {"stage_layers", field(&RC::parallel, &PC::stage_layers), kOk, {each_at_least(1)},
-            "layers per virtual stage (pp * virtual_stages entries); [] = balance automatically"},
+           {"stage_layers", field(&RC::parallel, &PC::stage_layers), kOk, {stage_layer_counts()},
+            "layers per virtual stage (pp * virtual_stages entries; the last may be 0: the head alone); [] = balance automatically"},
            {"sequence_parallel", field(&RC::parallel, &PC::sequence_parallel), kOk, {},
             "shard norm activations over tp along the sequence (needs tp >= 2)"},
            {"layout", field(&RC::parallel, &PC::layout), kOk, {one_of({"manual", "auto"})},

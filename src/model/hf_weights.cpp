@@ -272,7 +272,7 @@ Status export_hf_weights(const std::string& path, const ModelConfig& cfg, const 
                          const float* src, HfGpt2Names names) {
   const ParamLayout full(cfg);
   TS_RETURN_IF_ERROR(check_layout(cfg, layout, full));
-  if (layout.first_layer() != 0 || layout.last_layer() != cfg.n_layer)
+  if (!layout.whole_model())
     return invalid_argument("export_hf_weights " + squote(path) + ": the layout covers layers [" +
                             std::to_string(layout.first_layer()) + ", " + std::to_string(layout.last_layer()) +
                             ") of " + std::to_string(cfg.n_layer) +

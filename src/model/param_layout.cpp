@@ -33,9 +33,13 @@ Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp) 
 }
 
 ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp,
-                         int64_t layer_alignment, ExpertShard experts)
-    : first_(first_layer), last_(last_layer), tp_(tp), experts_(experts), experts_per_layer_(cfg.moe_experts),
-      layer_alignment_(layer_alignment) {
+                         int64_t layer_alignment, ExpertShard experts, HeadStage head)
+    : first_(first_layer), last_(last_layer), n_layer_(static_cast<int>(cfg.n_layer)),
+      head_(last_layer == cfg.n_layer && (head == HeadStage::with_last_layer || first_layer == last_layer)), tp_(tp),
+      experts_(experts), experts_per_layer_(cfg.moe_experts), layer_alignment_(layer_alignment) {
+  TS_CHECK(0 <= first_layer && first_layer <= last_layer && last_layer <= cfg.n_layer && (first_layer < last_layer || head_))
+      << "layers [" << first_layer << ", " << last_layer << ") of " << cfg.n_layer
+      << ": a range holds at least one layer unless it is the head's own";
   const Status valid = validate_tensor_parallel(cfg, tp);
   TS_CHECK(valid.ok()) << valid.message();
   TS_CHECK(experts.size == 1 || (cfg.is_moe() && cfg.moe_experts % experts.size == 0 && experts.rank >= 0 &&
@@ -78,7 +82,7 @@ ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer
       add(p + "moe.proj.w", {E * C, F}, i, true, TpSplit::replicated, {}, /*expert=*/true);
     }
   }
-  if (last_layer == L) {
+  if (head_) {
     add("lnf.w", {C}, L, false);
     if (bias) add("lnf.b", {C}, L, false);
     if (!cfg.tied_embeddings) add("lm_head.w", {V, C}, L, true, vocab);

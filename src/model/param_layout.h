@@ -78,17 +78,23 @@ struct ParamInfo {
 // Whether `cfg` can be split `tp` ways: heads, KV heads and d_ff divisible by tp.size, rank in range.
 Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp);
 
+// Where the final norm and head sit: with the layers that end at n_layer (every split but one), or
+// on a stage of their own, the empty range [n_layer, n_layer) (a pipeline split whose last stage
+// holds the head alone, GPT-2's head weighing ~5 layers); the range before it then ends at
+// n_layer without the head.
+enum class HeadStage { with_last_layer, own };
+
 class ParamLayout {
  public:
   // The tensors of layers [first_layer, last_layer); embeddings when first_layer == 0, the final
-  // norm and head when last_layer == n_layer (with tied embeddings and first_layer > 0: a copy of
-  // wte, layer n_layer, for the head).
+  // norm and head when last_layer == n_layer and `head` puts them there (with tied embeddings and
+  // first_layer > 0: a copy of wte, layer n_layer, for the head). An empty range only as the head's own.
   // TS_CHECKs validate_tensor_parallel (use create() where the split comes from user input).
   // layer_alignment (elements, a multiple of 16): each layer's tensors start, and the buffer ends,
   // on a multiple of it, so every layer's range divides evenly into ZeRO shards (16 * dp).
   // experts: which experts this rank stores (TS_CHECKs that experts.size divides moe_experts).
   ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp = {},
-              int64_t layer_alignment = 16, ExpertShard experts = {});
+              int64_t layer_alignment = 16, ExpertShard experts = {}, HeadStage head = HeadStage::with_last_layer);
   explicit ParamLayout(const ModelConfig& cfg, TensorParallelShard tp = {})
       : ParamLayout(cfg, 0, static_cast<int>(cfg.n_layer), tp) {}
   static Result<ParamLayout> create(const ModelConfig& cfg, int first_layer, int last_layer,
@@ -103,6 +109,10 @@ class ParamLayout {
   std::pair<int64_t, int64_t> layer_range(int layer) const;
   int first_layer() const { return first_; }
   int last_layer() const { return last_; }
+  bool holds_embedding() const { return first_ == 0; }
+  bool holds_head() const { return head_; }
+  // All of the model: every layer, the embedding and the head.
+  bool whole_model() const { return holds_embedding() && holds_head() && last_ == n_layer_; }
 
   TensorParallelShard tp() const { return tp_; }
   ExpertShard experts() const { return experts_; }
@@ -126,7 +136,8 @@ class ParamLayout {
   std::vector<ParamInfo> params_;
   std::unordered_map<std::string, size_t> index_;
   int64_t total_ = 0;
-  int first_, last_;
+  int first_, last_, n_layer_;
+  bool head_;
   TensorParallelShard tp_;
   ExpertShard experts_;
   int64_t experts_per_layer_ = 0;

@@ -72,7 +72,7 @@ class Transformer {
   int64_t batch() const { return B_; }
   int64_t seq_len() const { return T_; }
   bool is_first_stage() const { return first_ == 0; }
-  bool is_last_stage() const { return last_ == cfg_.n_layer; }
+  bool is_last_stage() const { return store_.layout().holds_head(); }
 
   // Full model or first stage: tokens (B,T) in [0, V). Last stage with targets (B,T) (entries < 0
   // are ignored): returns the mean loss over valid targets. Without targets: computes logits()

@@ -90,6 +90,14 @@ bool better(const InterleavedScore& a, const InterleavedScore& b) {
   return a.bytes < b.bytes * (1 - 1e-9);
 }
 
+// Every stage holds at least one layer, except the last, which may hold the final norm and head alone.
+bool valid_bounds(const std::vector<int>& bounds) {
+  const size_t S = bounds.size() - 1;
+  for (size_t s = 0; s < S; ++s)
+    if (bounds[s + 1] - bounds[s] < min_stage_layers(static_cast<int>(s), static_cast<int>(S))) return false;
+  return true;
+}
+
 StageSplit balance_rank_totals(const std::vector<LayerCost>& costs, StageSplit start, int ranks) {
   StageSplit best = std::move(start);
   InterleavedScore best_score = interleaved_score(best, ranks);
@@ -100,7 +108,7 @@ StageSplit balance_rank_totals(const std::vector<LayerCost>& costs, StageSplit s
       for (int step : {-1, 1}) {
         std::vector<int> bounds = best.bounds;
         bounds[b] += step;
-        if (bounds[b] <= bounds[b - 1] || bounds[b] >= bounds[b + 1]) continue;
+        if (!valid_bounds(bounds)) continue;
         StageSplit cand = measure(costs, std::move(bounds));
         InterleavedScore score = interleaved_score(cand, ranks);
         if (!better(score, best_score)) continue;
@@ -169,14 +177,15 @@ StageSplit balance_interleaved_step(const std::vector<LayerCost>& costs, StageSp
     best_score = std::move(cand_score);
     return true;
   };
-  if (splits_up_to(L - 1, S - 1, kExhaustiveInterleavedSplits) <= kExhaustiveInterleavedSplits) {
+  // Stages 0..S-2 take at least a layer each and the last any number: C(L, S - 1) splits.
+  if (splits_up_to(L, S - 1, kExhaustiveInterleavedSplits) <= kExhaustiveInterleavedSplits) {
     std::vector<int> bounds(static_cast<size_t>(S + 1));
     bounds[0] = 0;
     bounds[static_cast<size_t>(S)] = L;
-    // Inner bounds in increasing order: bounds[b] ranges over [bounds[b-1] + 1, L - (S - b)].
+    // Inner bounds in increasing order: bounds[b] ranges over [bounds[b-1] + 1, L - (S - 1 - b)].
     std::function<void(int)> place = [&](int b) {
       if (b == S) return void(consider(bounds));
-      for (int at = bounds[static_cast<size_t>(b - 1)] + 1; at <= L - (S - b); ++at) {
+      for (int at = bounds[static_cast<size_t>(b - 1)] + 1; at <= L - (S - 1 - b); ++at) {
         bounds[static_cast<size_t>(b)] = at;
         place(b + 1);
       }
@@ -190,13 +199,13 @@ StageSplit balance_interleaved_step(const std::vector<LayerCost>& costs, StageSp
     improved = false;
     for (int from = 0; from < S; ++from)
       for (int to = 0; to < S; ++to) {
-        if (to == from || best.bounds[static_cast<size_t>(from + 1)] - best.bounds[static_cast<size_t>(from)] < 2) continue;
+        if (to == from) continue;
         std::vector<int> bounds = best.bounds;
         if (from < to)
           for (int b = from + 1; b <= to; ++b) --bounds[static_cast<size_t>(b)];
         else
           for (int b = to + 1; b <= from; ++b) ++bounds[static_cast<size_t>(b)];
-        improved |= consider(std::move(bounds));
+        if (valid_bounds(bounds)) improved |= consider(std::move(bounds));
       }
   }
   return best;
@@ -240,9 +249,9 @@ Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages,
     return Score{f, b};
   };
   best[0][0] = {0, 0};
-  for (int s = 1; s <= stages; ++s)
-    for (int hi = s; hi <= L - (stages - s); ++hi)
-      for (int lo = s - 1; lo < hi; ++lo) {
+  for (int s = 1; s <= stages; ++s)  // stages 0..s-1 cover [0, hi); each takes at least min_stage_layers
+    for (int hi = s == stages ? L : s; hi <= (s == stages ? L : L - (stages - 1 - s)); ++hi)
+      for (int lo = s - 1; lo <= hi - min_stage_layers(s - 1, stages); ++lo) {
         if (best[s - 1][lo] == inf) continue;
         const Score here = stage_cost(s - 1, lo, hi);
         const Score cand{std::max(best[s - 1][lo].first, here.first), std::max(best[s - 1][lo].second, here.second)};
@@ -263,9 +272,9 @@ Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages,
 Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts) {
   std::vector<int> bounds{0};
   for (size_t s = 0; s < counts.size(); ++s) {
-    if (counts[s] < 1)
+    if (counts[s] < min_stage_layers(static_cast<int>(s), static_cast<int>(counts.size())))
       return invalid_argument("parallel.stage_layers[" + std::to_string(s) + "] = " + std::to_string(counts[s]) +
-                              ": every stage needs at least one layer");
+                              ": every stage but the last needs at least one layer (the last may hold only the head)");
     bounds.push_back(bounds.back() + static_cast<int>(counts[s]));
   }
   if (bounds.back() != cfg.n_layer)

@@ -33,7 +33,11 @@ struct StageSplit {
   std::vector<double> rank_flops(int ranks) const;
 };
 
-// The split of L layers into `stages` non-empty stages minimising the largest stage compute (ties:
+// Fewest layers stage `stage` of `stages` may hold: one, except the last, which may hold the final
+// norm and head alone (a head worth several layers, GPT-2's ~5, then gets a stage of its own).
+inline int min_stage_layers(int stage, int stages) { return stage == stages - 1 ? 0 : 1; }
+
+// The split of L layers into `stages` stages (min_stage_layers each) minimising the largest stage compute (ties:
 // the smaller largest memory). Error when stages > L.
 // With ranks < stages (the interleaved schedule: stages = ranks x virtual stages, stage s on rank
 // s % ranks) it minimises what a rank does per micro-batch instead, its stages' total: the sorted
@@ -51,7 +55,7 @@ Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages,
 // The interleaved schedule's simulated step for a split (chunk forward = a third of its compute,
 // backward two thirds), in the same units as StageSplit::flops times micro-batches.
 double interleaved_makespan(const StageSplit& split, int ranks, int micro_batches);
-// A split given as layer counts per stage (parallel.stage_layers): each >= 1, summing to L.
+// A split given as layer counts per stage (parallel.stage_layers): each >= min_stage_layers, summing to L.
 Result<StageSplit> split_from_layer_counts(const ModelConfig& cfg, int64_t T, const std::vector<int64_t>& counts);
 
 }  // namespace tessera

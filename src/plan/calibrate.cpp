@@ -139,7 +139,7 @@ void measure_compute_scales(HardwareSpec& h, const CalibrationProbe& probe, doub
   const ProbeClassTimes measured = probe_step_timing(probe, budget);
   // The probe's buffers are freed: its peak is not the caller's (a run's memory metrics start here).
   reset_memory_peaks();
-  const ChunkOps ops = chunk_ops(m, 0, m.n_layer, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
+  const ChunkOps ops = chunk_ops(m, 0, m.n_layer, true, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
   ProbeClassTimes predicted;
   for (const std::vector<OpCost>* list : {&ops.forward, &ops.backward}) {
     const std::array<double, 3> s = seconds_by_class(*list, h, "fp32");  // op_seconds: no scale applied

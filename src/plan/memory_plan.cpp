@@ -65,7 +65,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
     r.chunk_layers.push_back({first, last});
     layouts.push_back(
         std::make_unique<ParamLayout>(mc, first, last, TensorParallelShard{coord.tp, tp}, alignment,
-                                      stored_experts(cfg, lay, coord.ep)));
+                                      stored_experts(cfg, lay, coord.ep), lay.head_stage()));
     const ParamLayout& layout = *layouts.back();
     r.parameters += layout.total_numel();
     if (zero > 0) {
@@ -79,7 +79,7 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
       k.alloc(MemCategory::gradients, layout.total_numel() * kF);
     }
     // initialise_parameters: a stage or shard imports the whole model once, then frees it.
-    const bool whole = layout.whole_tensors() && first == 0 && last == mc.n_layer;
+    const bool whole = layout.whole_tensors() && layout.whole_model();
     if (!cfg.init_weights.empty() && !whole) {
       const ParamLayout full(mc);
       const int a = k.alloc(MemCategory::parameters, full.total_numel() * kF);

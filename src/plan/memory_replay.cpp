@@ -28,7 +28,7 @@ ActDims act_dims(const ModelConfig& c, const ParamLayout& layout, int64_t B, int
 std::vector<int64_t> activation_buffers(const ModelConfig& c, const ParamLayout& layout, int64_t B, int64_t T,
                                         bool sp, Recompute recompute, int cp, bool ring, int ep, bool split) {
   const ActDims d = act_dims(c, layout, B, T, sp && layout.tp().size > 1);
-  const bool first = layout.first_layer() == 0, last = layout.last_layer() == c.n_layer;
+  const bool first = layout.holds_embedding(), last = layout.holds_head();
   const int64_t N = d.N, NS = d.NS, C = d.C;
   const int layers = layout.last_layer() - layout.first_layer();
   const bool ulysses = cp > 1 && !ring;

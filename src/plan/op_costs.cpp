@@ -80,8 +80,8 @@ void layer_backward(Builder& b, const Shape& s) {
 
 }  // namespace
 
-ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool sequence_parallel, int64_t B, int64_t T,
-                   Recompute recompute, int ep) {
+ChunkOps chunk_ops(const ModelConfig& m, int first, int last, bool head, int tp, bool sequence_parallel, int64_t B,
+                   int64_t T, Recompute recompute, int ep) {
   ChunkOps out;
   const double N = static_cast<double>(B * T), t = tp;
   const bool llama = m.arch == Arch::llama;
@@ -114,7 +114,7 @@ ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool seque
   Builder f{out.forward}, b{out.backward};
   if (first == 0) f.memory(kF * (llama ? 2 : 3) * N * C);  // embedding gather (+ positions)
   for (int l = first; l < last; ++l) layer_forward(f, shape(l));
-  if (last == m.n_layer) {
+  if (head) {
     f.memory(kF * 2 * s.Nr * C);  // final norm
     f.matmul(N, C, V);            // head
     f.memory(kF * 2 * N * V);     // loss: row max, sum of exponentials (logits read twice)

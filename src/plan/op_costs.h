@@ -26,14 +26,14 @@ struct OpCost {
 
 // One micro-batch (B sequences of T tokens) through layers [first, last) of a chunk, on one tensor-
 // parallel rank of `tp`; with the embedding when first == 0, the final norm, head and loss when
-// last == n_layer. backward includes what train.recompute re-runs.
+// `head`. backward includes what train.recompute re-runs.
 struct ChunkOps {
   std::vector<OpCost> forward, backward;
 };
 // A mixture-of-experts layer costs its router, the dispatch and combine, and one matmul pair per
 // expert this rank computes (E / ep of them) over the rows uniform routing gives it.
-ChunkOps chunk_ops(const ModelConfig& m, int first, int last, int tp, bool sequence_parallel, int64_t B, int64_t T,
-                   Recompute recompute, int ep = 1);
+ChunkOps chunk_ops(const ModelConfig& m, int first, int last, bool head, int tp, bool sequence_parallel, int64_t B,
+                   int64_t T, Recompute recompute, int ep = 1);
 
 // Sum of FLOPs of a list (matmul and attention).
 double total_flops(const std::vector<OpCost>& ops);

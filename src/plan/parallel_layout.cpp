@@ -214,6 +214,11 @@ std::pair<int, int> ParallelLayout::chunk_layers(int stage, int chunk) const {
   return {split.bounds[v], split.bounds[v + 1]};
 }
 
+HeadStage ParallelLayout::head_stage() const {
+  const size_t S = split.bounds.size();
+  return S >= 3 && split.bounds[S - 1] == split.bounds[S - 2] ? HeadStage::own : HeadStage::with_last_layer;
+}
+
 std::string ParallelLayout::describe() const {
   std::string s = "dp=" + str(grid.dp) + " tp=" + str(grid.tp) + (sequence_parallel ? " sequence-parallel" : "") +
                   " pp=" + str(grid.pp) + (grid.cp > 1 ? " cp=" + str(grid.cp) + (cp_mode == ContextParallelMode::ring ? " (ring)" : " (ulysses)") : "") +

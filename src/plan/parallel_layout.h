@@ -29,6 +29,8 @@ struct ParallelLayout {
   // Layers [first, last) of model chunk `chunk` (0..V-1) on pipeline rank `stage` (0..pp-1): virtual
   // stage chunk * pp + stage. TS_CHECKs the range.
   std::pair<int, int> chunk_layers(int stage, int chunk) const;
+  // Whether the final norm and head sit on a virtual stage of their own (the split's last stage empty).
+  HeadStage head_stage() const;
   // One line for the banner, e.g. "dp=2 tp=2 pp=2 (1f1b, 4 micro-batches; stages [0,1) [1,2))";
   // interleaved: "... pp=2 (interleaved x2, 4 micro-batches; virtual stages [0,2) [2,4) [4,6) [6,8))";
   // " sequence-parallel" after tp when set.

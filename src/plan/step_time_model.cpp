@@ -69,9 +69,11 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
   RankTime r;
   for (int c = 0; c < lay.pipe.virtual_stages; ++c) {
     const auto [first, last] = lay.chunk_layers(stage, c);
+    const ParamLayout pl(m, first, last, TensorParallelShard{0, tp}, 16, stored_experts(cfg, lay, 0), lay.head_stage());
+    const bool head = pl.holds_head();
     ChunkTime t;
-    ChunkOps ops = chunk_ops(m, first, last, tp, sp, B, T, cfg.train.recompute, lay.grid.ep);
-    ChunkOps plain = chunk_ops(m, first, last, tp, sp, B, T, Recompute::none, lay.grid.ep);
+    ChunkOps ops = chunk_ops(m, first, last, head, tp, sp, B, T, cfg.train.recompute, lay.grid.ep);
+    ChunkOps plain = chunk_ops(m, first, last, head, tp, sp, B, T, Recompute::none, lay.grid.ep);
     add_context_parallel(ops, cp);
     add_context_parallel(plain, cp);
     t.fwd = ops_seconds(ops.forward, hw, prec);
@@ -80,7 +82,6 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
     // A split backward (zb-h1): each linear's backward is two matmuls of equal FLOPs, the
     // weight-gradient one in the weight pass.
     if (lay.schedule == PipelineScheduleKind::zb_h1) t.weight = class_seconds(ops.backward, OpClass::matmul, hw, prec) / 2;
-    const ParamLayout pl(m, first, last, TensorParallelShard{0, tp}, 16, stored_experts(cfg, lay, 0));
     t.params = static_cast<double>(pl.total_numel());
     for (const auto& [b, e] : expert_ranges(pl)) t.expert_params += static_cast<double>(e - b);
     t.largest_unit = static_cast<double>(pl.total_numel()) / std::max(1, last - first);
@@ -104,7 +105,7 @@ RankTime rank_time(const RunConfig& cfg, const ParallelLayout& lay, int stage, c
       t.tp_fwd = exchanges * per;
       t.tp_bwd = exchanges * per + (cfg.train.recompute == Recompute::full ? exchanges * per : 0);
       if (first == 0) t.tp_fwd += ring_all_reduce_s(act, tp, tp_link);
-      if (last == m.n_layer) t.tp_fwd += 2 * ring_all_reduce_s(kF * static_cast<double>(B * T), tp, tp_link);
+      if (head) t.tp_fwd += 2 * ring_all_reduce_s(kF * static_cast<double>(B * T), tp, tp_link);
     }
     const int layers = last - first;
     const bool recomputes_attention = cfg.train.recompute != Recompute::none;

@@ -61,7 +61,7 @@ Status initialise_parameters(const RunConfig& cfg, ParamStore& store) {
   init_parameters(store, mc, cfg.train.seed);
   if (cfg.init_weights.empty()) return Status::ok_status();
   const ParamLayout& layout = store.layout();
-  const bool whole = layout.whole_tensors() && layout.first_layer() == 0 && layout.last_layer() == mc.n_layer;
+  const bool whole = layout.whole_tensors() && layout.whole_model();
   if (whole) {  // the import reads and writes a host copy of the flat buffer: crosses both ways
     std::vector<float> host(static_cast<size_t>(store.numel()));
     store.copy_params_to_host(0, store.numel(), host.data());
@@ -97,7 +97,7 @@ ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int st
   const int64_t alignment = cfg.parallel.zero > 0 ? zero_layer_alignment(lay.grid.replica_size()) : 16;
   const auto [first, last] = lay.chunk_layers(stage, chunk);
   return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment,
-                     stored_experts(cfg, lay, ep_rank));
+                     stored_experts(cfg, lay, ep_rank), lay.head_stage());
 }
 
 // Every training rank, whatever the layout (dp alone included): this rank's chunks of its stage, as

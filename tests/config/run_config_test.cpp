@@ -305,7 +305,9 @@ TEST(RunConfig, PipelineKeysDefaultsTomlAndOverrides) {
 TEST(RunConfig, PipelineKeyErrors) {
   // A bad element names its index and the rule.
   std::string m = parse_err(kMinimal + "[parallel]\nstage_layers = [2, 0, 3]\n");
-  EXPECT_HAS(m, "test.toml:4: parallel.stage_layers[1] must be >= 1 (got 0)");
+  EXPECT_HAS(m, "test.toml:4: parallel.stage_layers[1] must be >= 1 (got 0): only the last virtual stage may hold no layers");
+  // The last may: the final norm and head alone.
+  EXPECT_EQ(parse_ok(kMinimal + "[parallel]\nstage_layers = [2, 3, 0]\n").parallel.stage_layers, (std::vector<int64_t>{2, 3, 0}));
   m = parse_err(kMinimal + "[parallel]\nstage_layers = [2, \"x\"]\n");
   EXPECT_HAS(m, "parallel.stage_layers[1] must be integer, got string");
   m = parse_err(kMinimal + "[parallel]\nstage_layers = [2, 1.5]\n");
@@ -319,7 +321,7 @@ TEST(RunConfig, PipelineKeyErrors) {
   EXPECT_HAS(parse_err(kMinimal, {"parallel.stage_layers=2,,3"}), "expects array of integers");
   EXPECT_HAS(parse_err(kMinimal, {"parallel.stage_layers=2,"}), "expects array of integers");
   EXPECT_HAS(parse_err(kMinimal, {"parallel.stage_layers=[1,-1]"}),
-             "override 'parallel.stage_layers=[1,-1]': parallel.stage_layers[1] must be >= 1 (got -1)");
+             "override 'parallel.stage_layers=[1,-1]': parallel.stage_layers[1] must be >= 0 (got -1)");
   // A schedule name that is not one gets the list and, when close, a suggestion.
   m = parse_err(kMinimal + "[parallel]\nschedule = \"1F1B\"\n");
   EXPECT_HAS(m, "test.toml:4: parallel.schedule: unknown pipeline schedule '1F1B'");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <tuple>
 
 #include "core/memory.h"
 #include "model/context_parallel_hooks.h"
@@ -87,18 +88,21 @@ TEST(MemoryPlan, ActivationFormulaIsWhatTheTransformerAllocates) {
     ModelConfig mc = model_preset(preset).value();
     mc.n_layer = 4;
     mc.vocab_size = 255;  // padded under tp
-    for (auto [first, last] : {std::pair{0, 4}, std::pair{0, 2}, std::pair{1, 3}, std::pair{2, 4}})
+    // With the head on a stage of its own: [0,4) without it and [4,4), the head alone.
+    const HeadStage with = HeadStage::with_last_layer, own = HeadStage::own;
+    for (auto [first, last, head] : {std::tuple{0, 4, with}, {0, 2, with}, {1, 3, with}, {2, 4, with}, {0, 4, own}, {4, 4, own}})
       for (int tp : {1, 2})
         for (bool sp : {false, true}) {
           if (sp && tp == 1) continue;
           for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-            ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}));
+            ParamStore store(ParamLayout(mc, first, last, TensorParallelShard{tp - 1, tp}, 16, {}, head));
             Transformer model(tessera::testing::cpu_backend(), mc, store, 2, 32, rc);
             SequenceParallelShape hooks(tp - 1, tp);
             if (sp) model.set_tensor_parallel_hooks(&hooks);
             EXPECT_EQ(static_cast<int64_t>(model.activation_bytes()),
                       transformer_activation_bytes(mc, store.layout(), 2, 32, sp, rc))
-                << preset << " layers [" << first << "," << last << ") tp " << tp << " sp " << sp << " "
+                << preset << " layers [" << first << "," << last << ")" << (store.layout().holds_head() ? " + head" : "")
+                << " tp " << tp << " sp " << sp << " "
                 << recompute_name(rc);
           }
         }

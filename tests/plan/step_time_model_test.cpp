@@ -62,7 +62,7 @@ TEST(OpCosts, MatmulFlopsAreSixNTokensAndAttentionIsCausal) {
     RunConfig cfg = config({std::string("model.preset=") + arch});
     const ModelConfig& m = cfg.model;
     const int64_t B = 4, T = 64;
-    const ChunkOps ops = chunk_ops(m, 0, static_cast<int>(m.n_layer), 1, false, B, T, Recompute::none);
+    const ChunkOps ops = chunk_ops(m, 0, static_cast<int>(m.n_layer), true, 1, false, B, T, Recompute::none);
     const double tokens = B * T;
     EXPECT_DOUBLE_EQ(flops_of(ops.forward, OpClass::matmul) + flops_of(ops.backward, OpClass::matmul),
                      6 * matmul_params(m) * tokens) << arch;
@@ -81,8 +81,8 @@ TEST(OpCosts, MixtureOfExpertsCountsTheRouterAndTopKExperts) {
   const int L = static_cast<int>(m.n_layer);
   const int64_t B = 4, T = 64;
   const double N = B * T, C = m.d_model, E = m.moe_experts, K = m.moe_top_k;
-  const ChunkOps moe = chunk_ops(m, 0, L, 1, false, B, T, Recompute::none);
-  const ChunkOps mlp = chunk_ops(dense, 0, L, 1, false, B, T, Recompute::none);
+  const ChunkOps moe = chunk_ops(m, 0, L, true, 1, false, B, T, Recompute::none);
+  const ChunkOps mlp = chunk_ops(dense, 0, L, true, 1, false, B, T, Recompute::none);
   const double mlp_per_layer = 2 * N * C * (2.0 * m.d_ff) + 2 * N * m.d_ff * C;  // gate and up, projection
   EXPECT_DOUBLE_EQ(flops_of(moe.forward, OpClass::matmul),
                    flops_of(mlp.forward, OpClass::matmul) + L * ((K - 1) * mlp_per_layer + 2 * N * C * E));
@@ -91,7 +91,7 @@ TEST(OpCosts, MixtureOfExpertsCountsTheRouterAndTopKExperts) {
   };
   // Per layer the dense MLP's two matmuls become the router's one and two per expert.
   EXPECT_EQ(matmuls(moe.forward), matmuls(mlp.forward) + L * (1 + 2 * m.moe_experts - 2));
-  const ChunkOps ep2 = chunk_ops(m, 0, L, 1, false, B, T, Recompute::none, 2);
+  const ChunkOps ep2 = chunk_ops(m, 0, L, true, 1, false, B, T, Recompute::none, 2);
   EXPECT_DOUBLE_EQ(flops_of(ep2.forward, OpClass::matmul), flops_of(moe.forward, OpClass::matmul));
   EXPECT_LT(ep2.forward.size(), moe.forward.size());
 }
@@ -100,15 +100,15 @@ TEST(OpCosts, TensorParallelDividesAndFullRecomputeAddsOneForward) {
   RunConfig cfg = config();
   const ModelConfig& m = cfg.model;
   const int L = static_cast<int>(m.n_layer);
-  const ChunkOps one = chunk_ops(m, 0, L, 1, false, 4, 64, Recompute::none);
-  const ChunkOps two = chunk_ops(m, 0, L, 2, false, 4, 64, Recompute::none);
+  const ChunkOps one = chunk_ops(m, 0, L, true, 1, false, 4, 64, Recompute::none);
+  const ChunkOps two = chunk_ops(m, 0, L, true, 2, false, 4, 64, Recompute::none);
   EXPECT_DOUBLE_EQ(total_flops(two.forward) * 2, total_flops(one.forward));
   EXPECT_DOUBLE_EQ(total_flops(two.backward) * 2, total_flops(one.backward));
   // Layers only (no head): full recomputation re-runs exactly the layers' forward in backward.
-  const ChunkOps plain = chunk_ops(m, 1, 3, 1, false, 4, 64, Recompute::none);
-  const ChunkOps full = chunk_ops(m, 1, 3, 1, false, 4, 64, Recompute::full);
+  const ChunkOps plain = chunk_ops(m, 1, 3, false, 1, false, 4, 64, Recompute::none);
+  const ChunkOps full = chunk_ops(m, 1, 3, false, 1, false, 4, 64, Recompute::full);
   EXPECT_DOUBLE_EQ(total_flops(full.backward), total_flops(plain.backward) + total_flops(plain.forward));
-  const ChunkOps sel = chunk_ops(m, 1, 3, 1, false, 4, 64, Recompute::selective);
+  const ChunkOps sel = chunk_ops(m, 1, 3, false, 1, false, 4, 64, Recompute::selective);
   EXPECT_DOUBLE_EQ(total_flops(sel.backward) - total_flops(plain.backward),
                    flops_of(plain.forward, OpClass::attention));
 }
@@ -150,7 +150,7 @@ TEST(CommCost, GroupsAcrossNodesUseTheNetwork) {
 TEST(StepTimeModel, SingleRankIsComputeTimesMicroBatches) {
   RunConfig cfg = config({"train.batch_tokens=1024"});  // 4 micro-batches of 4 x 64
   const StepTimePrediction p = predict(cfg, 1, ideal());
-  const ChunkOps ops = chunk_ops(cfg.model, 0, 4, 1, false, 4, 64, Recompute::none);
+  const ChunkOps ops = chunk_ops(cfg.model, 0, 4, true, 1, false, 4, 64, Recompute::none);
   EXPECT_NEAR(p.breakdown.compute_s, 4 * total_flops(ops.forward) / 1e12 + 4 * total_flops(ops.backward) / 1e12,
               1e-12);
   EXPECT_EQ(p.breakdown.bubble_s, 0);
@@ -184,7 +184,7 @@ TEST(StepTimeModel, ZeroBubbleFillsTheBubbleWithWeightPasses) {
   const StepTimePrediction one = predict(config(base), 4, ideal()), zero = predict(config(zb), 4, ideal());
   EXPECT_NEAR(zero.breakdown.compute_s, one.breakdown.compute_s, 1e-12);
   const RunConfig cfg = config(base);
-  const ChunkOps ops = chunk_ops(cfg.model, 0, 1, 1, false, 4, 64, Recompute::none);
+  const ChunkOps ops = chunk_ops(cfg.model, 0, 1, false, 1, false, 4, 64, Recompute::none);
   double weight = 0;  // per micro-batch and stage: half the backward's matmul FLOPs (1 layer per stage)
   for (const OpCost& op : ops.backward)
     if (op.cls == OpClass::matmul) weight += op.flops / 2 / 1e12;
@@ -359,7 +359,7 @@ TEST(StepTimeModel, EachOpClassTakesItsOwnScale) {
   scaled.memory_op_scale = 2.0;
   scaled.compute_scale = 3.0;  // for matmuls and attention here, which have no scale of their own
   scaled.matmul_scale = 0;
-  const ChunkOps ops = chunk_ops(one.model, 0, one.model.n_layer, 1, false, one.train.micro_batch, one.data.seq_len,
+  const ChunkOps ops = chunk_ops(one.model, 0, one.model.n_layer, true, 1, false, one.train.micro_batch, one.data.seq_len,
                                  Recompute::none);
   double matmul = 0, attention = 0, memory = 0;
   for (const OpCost& op : ops.forward) {
