@@ -17,7 +17,7 @@
 # Writes bench/results/model_parallel.json (+ the rep-1 pipeline traces) and prints a table.
 # Usage: bench/model_parallel.sh [build_dir] [steps]
 #   (env: MODEL=bench-small SEQ=128 MB=4 ACCUM=4 REPS=2 BIND=core TIMEOUT=180; ONLY=<regex>: those labels only;
-#    EXTRA="model.n_layer=12": overrides for every layout; RESULT=name: bench/results/<name>.json and
+#    EXTRA="model.n_layer=12": overrides for every layout; SPLIT=2,3,6,1: also interleaved with that split; RESULT=name: bench/results/<name>.json and
 #    <name>_trace_<label>.json instead of model_parallel;
 #    TABLE_ONLY=1 re-derives the table and summary from the runs stored in the JSON, running nothing)
 set -euo pipefail
@@ -55,6 +55,8 @@ LAYOUTS=(  # label|ranks|overrides
   "pp2_zb_h1|2|parallel.pp=2 parallel.schedule=zb-h1"
   "dp2|2|parallel.dp=2"
 )
+# SPLIT=2,3,6,1: the interleaved layout once more with that split by hand, next to the automatic one.
+[[ -z ${SPLIT:-} ]] || LAYOUTS+=("pp2_interleaved_v2_split_${SPLIT//,/}|2|parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 parallel.stage_layers=$SPLIT")
 for rep in $(seq 1 "$REPS"); do
   for entry in "${LAYOUTS[@]}"; do
     IFS='|' read -r label np over <<< "$entry"
