@@ -6,7 +6,8 @@
 # categories where they differ by more than 1 %, and writes bench/results/plan_vs_measured.json.
 # The model: tiny widened to 4 layers of width 128 (0.9M parameters; byte-level KJV), micro-batch 4 x 64.
 # Usage: bench/plan_vs_measured.sh [build_dir] [steps]
-#   (env: TARGET=0.10 relative error allowed; TIMEOUT=240 per run; ONLY=label,label to run a subset)
+#   (env: TARGET=0.10 relative error allowed; TIMEOUT=240 per run; ONLY=label,label to run a subset;
+#    RESULT=name: bench/results/<name>.json instead)
 set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-3}
@@ -34,6 +35,7 @@ CONFIGS=(  # label|ranks|overrides
   "pp2_1f1b|2|parallel.pp=2 train.batch_tokens=1024"
   "pp2_gpipe|2|parallel.pp=2 parallel.schedule=gpipe train.batch_tokens=1024"
   "pp2_interleaved|2|parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 train.batch_tokens=1024"
+  "pp2_interleaved_head_alone|2|parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 parallel.stage_layers=1,1,2,0 train.batch_tokens=1024"
   "dp1_selective|1|train.recompute=selective"
   "dp1_full|1|train.recompute=full"
   "tp2_full|2|parallel.tp=2 train.recompute=full"
@@ -78,7 +80,7 @@ for entry in "${CONFIGS[@]}"; do
   fi
 done
 
-/usr/bin/python3 - "$TMP" "$OUT/plan_vs_measured.json" "$TARGET" "$STEPS" <<'PY'
+/usr/bin/python3 - "$TMP" "$OUT/${RESULT:-plan_vs_measured}.json" "$TARGET" "$STEPS" <<'PY'
 import json, sys, datetime
 tmp, out_path, target, steps = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 MiB = 1048576.0
