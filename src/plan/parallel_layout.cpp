@@ -230,6 +230,7 @@ std::string ParallelLayout::describe() const {
        (pipe.virtual_stages > 1 ? "virtual stages" : "stages");
   for (size_t v = 0; v + 1 < split.bounds.size(); ++v)
     s += " [" + str(split.bounds[v]) + "," + str(split.bounds[v + 1]) + ")";
+  if (head_stage() == HeadStage::own) s += ", the last holding the head alone";
   return s + ")";
 }
 

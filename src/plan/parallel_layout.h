@@ -33,7 +33,7 @@ struct ParallelLayout {
   HeadStage head_stage() const;
   // One line for the banner, e.g. "dp=2 tp=2 pp=2 (1f1b, 4 micro-batches; stages [0,1) [1,2))";
   // interleaved: "... pp=2 (interleaved x2, 4 micro-batches; virtual stages [0,2) [2,4) [4,6) [6,8))";
-  // " sequence-parallel" after tp when set.
+  // " sequence-parallel" after tp when set; ", the last holding the head alone" after an empty last stage.
   std::string describe() const;
 };
 

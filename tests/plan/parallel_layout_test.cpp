@@ -90,6 +90,30 @@ TEST(ParallelLayout, Pp4InterleavedTwoChunksOfEightLayers) {
             "[6,7) [7,8))");
 }
 
+// A split may end in an empty stage: the final norm and head alone, which the chunk layouts say.
+TEST(ParallelLayout, TheLastStageMayHoldTheHeadAlone) {
+  const RunConfig cfg = config({"model.n_layer=4", "parallel.pp=2", "parallel.stage_layers=[4,0]", "train.batch_tokens=1024"});
+  const ParallelLayout l = plan_ok(cfg, 2);
+  EXPECT_EQ(l.split.bounds, (std::vector<int>{0, 4, 4}));
+  EXPECT_EQ(l.head_stage(), HeadStage::own);
+  EXPECT_EQ(l.describe(), "dp=1 tp=1 pp=2 (1f1b, 4 micro-batches; stages [0,4) [4,4), the last holding the head alone)");
+  const auto [first0, last0] = l.chunk_layers(0, 0);
+  const auto [first1, last1] = l.chunk_layers(1, 0);
+  const ParamLayout stage0(cfg.model, first0, last0, {}, 16, {}, l.head_stage());
+  const ParamLayout stage1(cfg.model, first1, last1, {}, 16, {}, l.head_stage());
+  EXPECT_TRUE(stage0.holds_embedding());
+  EXPECT_FALSE(stage0.holds_head());
+  EXPECT_EQ(stage0.find("lnf.w"), nullptr);
+  EXPECT_FALSE(stage1.holds_embedding());
+  EXPECT_TRUE(stage1.holds_head());
+  EXPECT_NE(stage1.find("lnf.w"), nullptr);
+  EXPECT_EQ(stage1.find("h.3.ln1.w"), nullptr);
+  // The same layers with the head where it always was.
+  EXPECT_EQ(plan_ok(config({"model.n_layer=4", "parallel.pp=2", "parallel.stage_layers=[3,1]", "train.batch_tokens=1024"}), 2)
+                .head_stage(),
+            HeadStage::with_last_layer);
+}
+
 TEST(ParallelLayout, StageLayersByHand) {
   // Interleaved, pp = 2, V = 2: virtual stages 0 1 2 3 are (rank 0, chunk 0) (1, 0) (0, 1) (1, 1).
   RunConfig cfg = config({"model.n_layer=8", "parallel.pp=2", "parallel.schedule=interleaved",
