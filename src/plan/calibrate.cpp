@@ -102,19 +102,25 @@ ProbeClassTimes probe_step_timing(const CalibrationProbe& p, double budget) {
   };
   const double first = step();
   const int calls = std::clamp(static_cast<int>(budget / std::max(first, 1e-6)), 1, 15);
-  net.profile().reset();
-  std::vector<double> t;
-  for (int i = 0; i < calls; ++i) t.push_back(step());
-  std::sort(t.begin(), t.end());
-  ProbeClassTimes out;
-  out.step_s = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-  for (size_t g = 0; g < static_cast<size_t>(OpGroup::count); ++g) {
-    const double s = net.profile().seconds[g] / calls;
-    if (static_cast<OpGroup>(g) == OpGroup::matmul) out.matmul_s += s;
-    else if (static_cast<OpGroup>(g) == OpGroup::attention) out.attention_s += s;
-    else out.memory_s += s;
+  // Each call's step and op classes; the median call is kept whole, so its classes add up to its
+  // step, and a call slowed by a busy moment shifts no class's share (a mean over the calls'
+  // profiles gave the slow call's classes weight against the median step).
+  std::vector<ProbeClassTimes> t;
+  for (int i = 0; i < calls; ++i) {
+    net.profile().reset();
+    ProbeClassTimes c;
+    c.step_s = step();
+    for (size_t g = 0; g < static_cast<size_t>(OpGroup::count); ++g) {
+      const double s = net.profile().seconds[g];
+      if (static_cast<OpGroup>(g) == OpGroup::matmul) c.matmul_s += s;
+      else if (static_cast<OpGroup>(g) == OpGroup::attention) c.attention_s += s;
+      else c.memory_s += s;
+    }
+    t.push_back(c);
   }
-  return out;
+  std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end(),
+                   [](const ProbeClassTimes& a, const ProbeClassTimes& b) { return a.step_s < b.step_s; });
+  return t[t.size() / 2];
 }
 
 }  // namespace
