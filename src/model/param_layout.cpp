@@ -34,7 +34,7 @@ Status validate_tensor_parallel(const ModelConfig& cfg, TensorParallelShard tp) 
 
 ParamLayout::ParamLayout(const ModelConfig& cfg, int first_layer, int last_layer, TensorParallelShard tp,
                          int64_t layer_alignment, ExpertShard experts, HeadStage head)
-    : first_(first_layer), last_(last_layer), n_layer_(static_cast<int>(cfg.n_layer)),
+    : first_(first_layer), last_(last_layer),
       head_(last_layer == cfg.n_layer && (head == HeadStage::with_last_layer || first_layer == last_layer)), tp_(tp),
       experts_(experts), experts_per_layer_(cfg.moe_experts), layer_alignment_(layer_alignment) {
   TS_CHECK(0 <= first_layer && first_layer <= last_layer && last_layer <= cfg.n_layer && (first_layer < last_layer || head_))

@@ -111,8 +111,8 @@ class ParamLayout {
   int last_layer() const { return last_; }
   bool holds_embedding() const { return first_ == 0; }
   bool holds_head() const { return head_; }
-  // All of the model: every layer, the embedding and the head.
-  bool whole_model() const { return holds_embedding() && holds_head() && last_ == n_layer_; }
+  // All of the model: every layer, the embedding and the head (which only a range ending at n_layer holds).
+  bool whole_model() const { return holds_embedding() && holds_head(); }
 
   TensorParallelShard tp() const { return tp_; }
   ExpertShard experts() const { return experts_; }
@@ -136,7 +136,7 @@ class ParamLayout {
   std::vector<ParamInfo> params_;
   std::unordered_map<std::string, size_t> index_;
   int64_t total_ = 0;
-  int first_, last_, n_layer_;
+  int first_, last_;
   bool head_;
   TensorParallelShard tp_;
   ExpertShard experts_;

@@ -172,12 +172,19 @@ int pipeline_warmup_forwards(PipelineScheduleKind kind, const PipelineShape& sha
 std::vector<PipeAction> make_pipeline_schedule(PipelineScheduleKind kind, const PipelineShape& shape, int stage) {
   const Status valid = validate_pipeline_shape(kind, shape);
   TS_CHECK(valid.ok()) << valid.message();
+  TS_CHECK(stage >= 0 && stage < shape.stages) << "stage " << stage << " of " << shape.stages;
+  std::vector<PipeAction> computes;
+  for (const Compute& c : compute_order(kind, shape, stage)) computes.push_back({c.op, c.micro_batch, c.chunk, -1});
+  return with_communication(computes, shape, stage);
+}
+
+std::vector<PipeAction> with_communication(const std::vector<PipeAction>& computes, const PipelineShape& shape, int stage) {
   const int p = shape.stages;
-  TS_CHECK(stage >= 0 && stage < p) << "stage " << stage << " of " << p;
   const int last_virtual = p * shape.virtual_stages - 1;
   const int prev = (stage + p - 1) % p, next = (stage + 1) % p;
   std::vector<PipeAction> actions;
-  for (const Compute& c : compute_order(kind, shape, stage)) {
+  for (const PipeAction& c : computes) {
+    TS_CHECK(is_pipe_compute(c.op)) << "with_communication takes computes only, got " << pipe_op_name(c.op);
     const int virtual_stage = c.chunk * p + stage;
     const bool has_prev = virtual_stage > 0, has_next = virtual_stage < last_virtual;
     auto add = [&](PipeOp op, int peer) { actions.push_back({op, c.micro_batch, c.chunk, peer}); };

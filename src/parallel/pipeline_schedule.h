@@ -82,6 +82,11 @@ Status validate_pipeline_shape(PipelineScheduleKind kind, const PipelineShape& s
 // The actions stage `stage` (0..p-1) runs in one step. The shape must be valid (TS_CHECK).
 std::vector<PipeAction> make_pipeline_schedule(PipelineScheduleKind kind, const PipelineShape& shape, int stage);
 
+// A compute order (forward / backward / weight actions) of stage `stage`, with the receive before and
+// the send after each compute that the runner rule asks for (the expansion every schedule above gets;
+// for orders that are not a named schedule, e.g. a search over orders).
+std::vector<PipeAction> with_communication(const std::vector<PipeAction>& computes, const PipelineShape& shape, int stage);
+
 // Megatron's warm-up length: forwards stage s runs before its first backward (capped at m * V).
 int pipeline_warmup_forwards(PipelineScheduleKind kind, const PipelineShape& shape, int stage);
 

@@ -249,14 +249,18 @@ Result<StageSplit> balance_stages(const ModelConfig& cfg, int64_t T, int stages,
     return Score{f, b};
   };
   best[0][0] = {0, 0};
-  for (int s = 1; s <= stages; ++s)  // stages 0..s-1 cover [0, hi); each takes at least min_stage_layers
-    for (int hi = s == stages ? L : s; hi <= (s == stages ? L : L - (stages - 1 - s)); ++hi)
+  for (int s = 1; s <= stages; ++s) {
+    // Stages 0..s-1 cover [0, hi): all of it once s is the last; before that, at least a layer each
+    // and enough left for the stages after s but the last.
+    const int hi_from = s == stages ? L : s, hi_to = s == stages ? L : L - (stages - 1 - s);
+    for (int hi = hi_from; hi <= hi_to; ++hi)
       for (int lo = s - 1; lo <= hi - min_stage_layers(s - 1, stages); ++lo) {
         if (best[s - 1][lo] == inf) continue;
         const Score here = stage_cost(s - 1, lo, hi);
         const Score cand{std::max(best[s - 1][lo].first, here.first), std::max(best[s - 1][lo].second, here.second)};
         if (cand < best[s][hi]) best[s][hi] = cand, cut[s][hi] = lo;
       }
+  }
   std::vector<int> bounds(stages + 1);
   bounds[stages] = L;
   for (int s = stages; s > 0; --s) bounds[s - 1] = cut[s][bounds[s]];

@@ -57,15 +57,12 @@ RankResult simulate_rank(const RunConfig& cfg, const ParallelLayout& lay, GridCo
 
   // build_training_model: the stores per chunk.
   const int V = lay.pipe.virtual_stages;
-  const int64_t alignment = zero > 0 ? 16 * static_cast<int64_t>(dp) : 16;  // parallel/zero.h: zero_layer_alignment
   std::vector<std::unique_ptr<ParamLayout>> layouts;
   std::vector<std::unique_ptr<ZeroChunk>> zc;
   for (int c = 0; c < V; ++c) {
     const auto [first, last] = lay.chunk_layers(coord.pp, c);
     r.chunk_layers.push_back({first, last});
-    layouts.push_back(
-        std::make_unique<ParamLayout>(mc, first, last, TensorParallelShard{coord.tp, tp}, alignment,
-                                      stored_experts(cfg, lay, coord.ep), lay.head_stage()));
+    layouts.push_back(std::make_unique<ParamLayout>(chunk_layout(cfg, lay, coord.pp, c, coord.tp, coord.ep)));
     const ParamLayout& layout = *layouts.back();
     r.parameters += layout.total_numel();
     if (zero > 0) {

@@ -10,6 +10,7 @@
 #include "parallel/compression.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/zero.h"
 #include "plan/refusals.h"
 
 namespace tessera {
@@ -200,6 +201,13 @@ Result<StageSplit> plan_split(const RunConfig& cfg, int pp, int V) {
 }
 
 }  // namespace
+
+ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank, int ep_rank) {
+  const int64_t alignment = cfg.parallel.zero > 0 ? zero_layer_alignment(lay.grid.replica_size()) : 16;
+  const auto [first, last] = lay.chunk_layers(stage, chunk);
+  return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment,
+                     stored_experts(cfg, lay, ep_rank), lay.head_stage());
+}
 
 ExpertShard stored_experts(const RunConfig& cfg, const ParallelLayout& lay, int ep_rank) {
   if (lay.grid.ep <= 1) return {};

@@ -47,4 +47,10 @@ Result<ParallelLayout> plan_parallel_layout(const RunConfig& cfg, int world_size
 // expert parallelism (ZeRO then shards them over dp); every expert at ep = 1.
 ExpertShard stored_experts(const RunConfig& cfg, const ParallelLayout& lay, int ep_rank);
 
+// The parameter layout of chunk `chunk` of pipeline stage `stage` on tp rank `tp_rank` and ep rank
+// `ep_rank`: its layers, whether it holds the embedding or the head, its tp and expert shard, and
+// ZeRO's layer alignment. The trainer's stores (and a parameter server's copy of that position, at
+// ep = 1) and the memory planner's replay are built from it.
+ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank, int ep_rank);
+
 }  // namespace tessera

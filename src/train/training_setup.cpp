@@ -90,16 +90,6 @@ LocalSgdConfig local_sgd_config(const RunConfig& cfg) {
   return {cfg.train.local_steps, cfg.outer.lr, cfg.outer.momentum, cfg.outer.nesterov};
 }
 
-// The layout of chunk c of pipeline stage `stage` on tp rank `tp_rank` and ep rank `ep_rank` (the
-// workers' and, in a parameter-server run, where ep = 1, the servers' copy of that position).
-ParamLayout chunk_layout(const RunConfig& cfg, const ParallelLayout& lay, int stage, int chunk, int tp_rank,
-                         int ep_rank) {
-  const int64_t alignment = cfg.parallel.zero > 0 ? zero_layer_alignment(lay.grid.replica_size()) : 16;
-  const auto [first, last] = lay.chunk_layers(stage, chunk);
-  return ParamLayout(cfg.model, first, last, TensorParallelShard{tp_rank, cfg.parallel.tp}, alignment,
-                     stored_experts(cfg, lay, ep_rank), lay.head_stage());
-}
-
 // Every training rank, whatever the layout (dp alone included): this rank's chunks of its stage, as
 // its tp shard; the pipeline runner (at pp = 1 it is gradient accumulation) and the model-parallel
 // gradient strategy with a DataParallel, ZeroSharded or LocalSgd part per chunk (a parameter-server

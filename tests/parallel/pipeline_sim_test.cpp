@@ -121,41 +121,33 @@ TEST(PipelineSchedules, BubbleFraction) {
 // Every order of one stage's passes (forwards, input-gradient backwards and weight passes, each kind
 // in micro-batch order, a backward after its forward and a weight pass after its backward) holding at
 // most `held` micro-batches at once (forward done, weight pass not yet), with the receives and sends
-// of stage `stage` of 2 around each pass.
+// of stage `stage` of 2 around each pass (with_communication).
 std::vector<std::vector<PipeAction>> every_split_backward_order(int m, int held, int stage) {
   std::vector<std::vector<PipeAction>> out;
   std::vector<PipeAction> cur;
-  const int peer = 1 - stage;
   std::function<void(int, int, int)> extend = [&](int f, int b, int w) {
-    if (f == m && b == m && w == m) return out.push_back(cur);
-    const size_t size = cur.size();
-    if (f < m && f - w < held) {
-      if (stage == 1) cur.push_back({PipeOp::recv_activation, f, 0, peer});
-      cur.push_back({PipeOp::forward, f, 0, -1});
-      if (stage == 0) cur.push_back({PipeOp::send_activation, f, 0, peer});
-      extend(f + 1, b, w);
-      cur.resize(size);
-    }
-    if (b < f) {
-      if (stage == 0) cur.push_back({PipeOp::recv_gradient, b, 0, peer});
-      cur.push_back({PipeOp::backward, b, 0, -1});
-      if (stage == 1) cur.push_back({PipeOp::send_gradient, b, 0, peer});
-      extend(f, b + 1, w);
-      cur.resize(size);
-    }
-    if (w < b) {
-      cur.push_back({PipeOp::weight, w, 0, -1});
-      extend(f, b, w + 1);
-      cur.resize(size);
-    }
+    if (f == m && b == m && w == m) return out.push_back(with_communication(cur, {2, m, 1}, stage));
+    auto then = [&](PipeOp op, int micro, int nf, int nb, int nw) {
+      cur.push_back({op, micro, 0, -1});
+      extend(nf, nb, nw);
+      cur.pop_back();
+    };
+    if (f < m && f - w < held) then(PipeOp::forward, f, f + 1, b, w);
+    if (b < f) then(PipeOp::backward, b, f, b + 1, w);
+    if (w < b) then(PipeOp::weight, w, f, b, w + 1);
   };
   extend(0, 0, 0);
   return out;
 }
 
+// Each compute's cost by its pass: forward F, input-gradient backward B, weight pass W.
+std::function<double(int, const PipeAction&)> pass_costs(double F, double B, double W) {
+  return [=](int, const PipeAction& a) { return a.op == PipeOp::forward ? F : a.op == PipeOp::backward ? B : W; };
+}
+
 // The shortest step of any pair of such orders on 2 stages (the least idle time: the work is fixed).
 double shortest_split_backward_step(int m, int held, double F, double B, double W) {
-  auto cost = [&](int, const PipeAction& a) { return a.op == PipeOp::forward ? F : a.op == PipeOp::backward ? B : W; };
+  const auto cost = pass_costs(F, B, W);
   const auto first = every_split_backward_order(m, held, 0), last = every_split_backward_order(m, held, 1);
   double best = 1e300;
   for (const auto& s0 : first)
@@ -175,7 +167,7 @@ TEST(ZeroBubble, NoOrderOfTheSplitPassesIdlesLessThanZbH1) {
   const int p = 2, m = 4;
   for (auto [F, B, W] : {std::tuple{1.0, 1.0, 1.0}, {138.6, 140.6, 118.2}}) {
     SCOPED_TRACE(::testing::Message() << "F " << F << " B " << B << " W " << W);
-    auto cost = [&](int, const PipeAction& a) { return a.op == PipeOp::forward ? F : a.op == PipeOp::backward ? B : W; };
+    const auto cost = pass_costs(F, B, W);
     const auto zb = make_all_pipeline_schedules(Kind::zb_h1, {p, m, 1});
     for (const auto& actions : zb) EXPECT_LE(peak_activations(actions), p);
     const PipelineSimulation zb_sim = simulate_pipeline(zb, cost, 0.0);
