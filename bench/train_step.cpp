@@ -3,7 +3,10 @@
 // same thread count, peak memory, and a per-kernel-group time breakdown of one step. The step is
 // the trainer's own train_step (train/train_step.h) on a world of one.
 // Usage: bench_train_step --model gpt2 --batch 1 --seq 1024 --threads 2 --steps 5 [--cpu-isa auto|avx2|avx512|
-// avx512_bf16] [--device cpu|cuda] [--json out.json]
+// avx512_bf16] [--precision fp32|bf16] [--device cpu|cuda] [--json out.json]
+// --precision is the trainer's train.precision (model/precision.h): the linear layers' operands rounded,
+// f32 accumulation, master weights and optimizer in f32. MFU stays against the f32 sgemm peak; a bf16 run
+// also reads the peak of the backend's bf16 matmul (same search, same size) and its MFU against that.
 // --device cuda runs the step on the CUDA backend (docs/cuda.md): parameters initialised on the host and
 // copied across, no sgemm peak (MFU 0), the breakdown timed by host clocks around asynchronous launches.
 #include <omp.h>
@@ -41,7 +44,7 @@ static double seconds_since(Clock::time_point t0) {
 }
 
 int main(int argc, char** argv) {
-  std::string model = "bench-tiny", json_path, cpu_isa = "auto", device_name_arg = "cpu";
+  std::string model = "bench-tiny", json_path, cpu_isa = "auto", device_name_arg = "cpu", precision_arg = "fp32";
   int64_t B = 8, T = 256;
   int threads = 1, steps = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -54,11 +57,17 @@ int main(int argc, char** argv) {
     else if (k == "--json") json_path = v;
     else if (k == "--cpu-isa") cpu_isa = v;
     else if (k == "--device") device_name_arg = v;
+    else if (k == "--precision") precision_arg = v;
     else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
   }
   // Before any kernel or oneDNN call (oneDNN takes its ISA cap only before its first use).
   if (const Status s = select_cpu_isa(cpu_isa); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
+  const auto precision = parse_precision(precision_arg);
+  if (!precision.ok() || precision.value() == Precision::fp16) {  // fp16 needs the trainer's loss scaler
+    std::fprintf(stderr, "--precision %s: the step benchmark runs fp32 or bf16\n", precision_arg.c_str());
     return 2;
   }
   std::printf("CPU kernels %s\n", cpu_isa_summary().c_str());
@@ -79,6 +88,14 @@ int main(int argc, char** argv) {
   // Measured again after the steps and the higher kept: a reading taken while another process still
   // held a core (a benchmark run just before) comes out low and would inflate the MFU.
   double peak = on_cpu ? ops::measure_sgemm_peak_gflops(2048, 3) : 0.0;
+  const bool lowp = precision.value() != Precision::fp32;
+  auto lowp_peak_now = [&] {
+    constexpr int64_t n = 2048;
+    return ops::measure_matmul_peak_gflops(n, 3, [&](const float* a, const float* b, float* c) {
+      backend.matmul_forward_lowp(precision.value(), c, a, b, nullptr, n, n, n);
+    });
+  };
+  double lowp_peak = on_cpu && lowp ? lowp_peak_now() : 0.0;
   // On the CPU host buffers, as the trainer's single process; on a device its memory, initialised on
   // the host and copied across.
   ParamStore store(ParamLayout(cfg), on_cpu ? StoreOptions{} : StoreOptions{.backend = &backend});
@@ -108,6 +125,7 @@ int main(int argc, char** argv) {
       backend, cfg, {&store}, B, T, Recompute::none, world, PipelineScheduleKind::one_f_one_b, PipelineShape{1, 1, 1}, sync,
       [&](int, Transformer& m) {
         slot_model = &m;
+        m.set_precision(precision.value());
         ReplicaSync* part = &sync.chunk_sync(0);
         m.set_grad_ready_callback([part](int layer) { part->on_layer_ready(layer); });
       },
@@ -143,15 +161,21 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &ru);  // before the second peak reading, whose matrices would add to it
   const double rss_mb = ru.ru_maxrss / 1024.0;
   if (on_cpu) peak = std::max(peak, ops::measure_sgemm_peak_gflops(2048, 3));
+  if (on_cpu && lowp) lowp_peak = std::max(lowp_peak, lowp_peak_now());
+  // The peak at the step's own precision: the f32 sgemm's, or the reduced-precision matmul's.
+  const double precision_peak = lowp ? lowp_peak : peak;
   std::sort(times.begin(), times.end());
   const double t_step = times[times.size() / 2];
   const double tokens_per_s = B * T / t_step;
   const double gflops = cfg.flops_per_token(T) * B * T / t_step / 1e9;
   const double tracked_mb = memory_stats().total_peak / 1048576.0;
-  std::printf("%-12s B=%-3lld T=%-5lld threads=%d  step %.4f s  %9.0f tok/s  %7.1f GFLOP/s  sgemm peak %6.1f  "
+  std::printf("%-12s %s B=%-3lld T=%-5lld threads=%d  step %.4f s  %9.0f tok/s  %7.1f GFLOP/s  sgemm peak %6.1f  "
               "MFU %5.1f%%  peak RSS %7.0f MiB (tracked %7.0f MiB)  loss %.4f\n",
-              model.c_str(), (long long)B, (long long)T, threads, t_step, tokens_per_s, gflops, peak,
+              model.c_str(), precision_arg.c_str(), (long long)B, (long long)T, threads, t_step, tokens_per_s, gflops, peak,
               peak > 0 ? 100.0 * gflops / peak : 0.0, rss_mb, tracked_mb, loss);
+  if (lowp && lowp_peak > 0)
+    std::printf("  %s matmul peak %.1f GFLOP/s, MFU against it %.1f%%\n", precision_arg.c_str(), lowp_peak,
+                100.0 * gflops / lowp_peak);
   double accounted = 0;
   std::string breakdown = "{";
   std::printf("  breakdown of one step (%.4f s):", t_profiled);
@@ -167,12 +191,14 @@ int main(int argc, char** argv) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (!f) { std::perror(json_path.c_str()); return 1; }
     std::fprintf(f,
-                 "{\"impl\":\"tessera\",\"device\":\"%s\",\"cpu_isa\":\"%s\",\"cpu_isa_summary\":\"%s\",\"model\":\"%s\","
+                 "{\"impl\":\"tessera\",\"device\":\"%s\",\"cpu_isa\":\"%s\",\"cpu_isa_summary\":\"%s\",\"precision\":\"%s\",\"model\":\"%s\","
                  "\"B\":%lld,\"T\":%lld,\"threads\":%d,\"step_s\":%.6f,"
-                 "\"tokens_per_s\":%.2f,\"gflops\":%.2f,\"sgemm_peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f,"
+                 "\"tokens_per_s\":%.2f,\"gflops\":%.2f,\"sgemm_peak_gflops\":%.2f,\"mfu\":%.4f,"
+                 "\"precision_peak_gflops\":%.2f,\"mfu_at_precision\":%.4f,\"peak_rss_mb\":%.1f,"
                  "\"tracked_peak_mb\":%.1f,\"params\":%lld,\"breakdown_s\":%s}\n",
-                 device_name_arg.c_str(), cpu_isa_name(active_cpu_isa()), cpu_isa_summary().c_str(), model.c_str(), (long long)B, (long long)T,
-                 threads, t_step, tokens_per_s, gflops, peak, peak > 0 ? gflops / peak : 0.0, rss_mb, tracked_mb,
+                 device_name_arg.c_str(), cpu_isa_name(active_cpu_isa()), cpu_isa_summary().c_str(), precision_arg.c_str(), model.c_str(), (long long)B, (long long)T,
+                 threads, t_step, tokens_per_s, gflops, peak, peak > 0 ? gflops / peak : 0.0, precision_peak,
+                 precision_peak > 0 ? gflops / precision_peak : 0.0, rss_mb, tracked_mb,
                  (long long)cfg.num_parameters(), breakdown.c_str());
     std::fclose(f);
   }

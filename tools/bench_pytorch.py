@@ -4,9 +4,11 @@
 bench_train_step. Run with Debian's /usr/bin/python3 (python3-torch) or a newer torch in a
 benchmark-only virtual environment; a tool, never a build or run-time dependency. Prints one JSON line.
 --attention sdpa (F.scaled_dot_product_attention) and --compile (torch.compile) need torch >= 2.0.
+--autocast bf16 runs the forward under torch.autocast (CPU: matmuls in bf16, master weights and
+AdamW in f32), PyTorch's own mixed precision, the reference for bench_train_step --precision bf16.
 --device cuda runs it on the GPU (fp32, TF32 off as PyTorch's default for matmuls), the reference for
 bench_train_step --device cuda (tools/gpu_check.sh)."""
-import argparse, json, math, os, resource, sys, time
+import argparse, contextlib, json, math, os, resource, sys, time
 
 import torch
 import torch.nn as nn
@@ -71,6 +73,8 @@ def main():
     ap.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (not the optimizer)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: the forward (and so the backward's matmuls) under torch.autocast")
     ap.add_argument("--warmup", type=int, default=None, help="untimed first steps (default 1, 3 with --compile)")
     a = ap.parse_args()
     if a.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
@@ -91,9 +95,13 @@ def main():
     tgt = torch.randint(0, V, (a.batch, a.seq), device=a.device)
     fwd = torch.compile(model) if a.compile else model  # same parameters; compiles on the first warm-up step
 
+    autocast = (lambda: torch.autocast(device_type=a.device, dtype=torch.bfloat16)) if a.autocast == "bf16" \
+        else contextlib.nullcontext
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = fwd(idx, tgt)
+        with autocast():
+            loss = fwd(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -113,6 +121,7 @@ def main():
                       "threads": a.threads, "step_s": t, "tokens_per_s": a.batch * a.seq / t,
                       "peak_rss_mb": rss_mb, "blas": torch.__config__.show().count("OpenBLAS") > 0,
                       "torch_version": torch.__version__, "attention": a.attention, "compiled": a.compile,
+                      "precision": "bf16" if a.autocast == "bf16" else "fp32",
                       # bench/run_model_bench.sh caps PyTorch's kernels (ATen, MKL, oneDNN, OpenBLAS) at AVX2
                       # for the forced-avx2 comparison; ATen's own report shows the cap took effect.
                       "cpu_cap": os.environ.get("TESSERA_BENCH_CPU_CAP", "native"),

@@ -2,6 +2,7 @@
 // MFU is measured against (the trainer's progress line, the step benchmark).
 #pragma once
 #include <cstdint>
+#include <functional>
 
 namespace tessera::ops {
 
@@ -26,5 +27,9 @@ class PeakSearch {
 // (PeakSearch(reps)) or for 0.5 s at most. Best-of rather than mean, because a single timing is easily
 // disturbed by whatever else runs.
 double measure_sgemm_peak_gflops(int64_t n = 1024, int reps = 8);
+
+// The same search for any n x n x n matmul: `multiply(a, b, c)` forms c = a b^T on n x n matrices
+// (the step benchmark's bf16 peak runs the backend's reduced-precision linear layer through it).
+double measure_matmul_peak_gflops(int64_t n, int reps, const std::function<void(const float*, const float*, float*)>& multiply);
 
 }  // namespace tessera::ops

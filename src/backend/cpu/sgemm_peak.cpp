@@ -16,19 +16,26 @@ bool PeakSearch::add(double rate) {
   return since_gain_ < settled_after_;
 }
 
-double measure_sgemm_peak_gflops(int64_t n, int reps) {
+double measure_matmul_peak_gflops(int64_t n, int reps,
+                                  const std::function<void(const float*, const float*, float*)>& multiply) {
   using clock = std::chrono::steady_clock;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.f);
-  sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+  multiply(a.data(), b.data(), c.data());
   PeakSearch search(reps);
   const auto start = clock::now();
   for (bool more = true; more && std::chrono::duration<double>(clock::now() - start).count() < 0.5;) {
     const auto t0 = clock::now();
-    sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    multiply(a.data(), b.data(), c.data());
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
     more = search.add(2.0 * n * n * n / dt / 1e9);
   }
   return search.best();
+}
+
+double measure_sgemm_peak_gflops(int64_t n, int reps) {
+  return measure_matmul_peak_gflops(n, reps, [n](const float* a, const float* b, float* c) {
+    sgemm(false, true, n, n, n, 1.f, a, n, b, n, 0.f, c, n);
+  });
 }
 
 }  // namespace tessera::ops
