@@ -89,12 +89,7 @@ int main(int argc, char** argv) {
   // held a core (a benchmark run just before) comes out low and would inflate the MFU.
   double peak = on_cpu ? ops::measure_sgemm_peak_gflops(2048, 3) : 0.0;
   const bool lowp = precision.value() != Precision::fp32;
-  auto lowp_peak_now = [&] {
-    constexpr int64_t n = 2048;
-    return ops::measure_matmul_peak_gflops(n, 3, [&](const float* a, const float* b, float* c) {
-      backend.matmul_forward_lowp(precision.value(), c, a, b, nullptr, n, n, n);
-    });
-  };
+  auto lowp_peak_now = [&] { return ops::measure_lowp_peak_gflops(backend, precision.value(), 2048, 3); };
   double lowp_peak = on_cpu && lowp ? lowp_peak_now() : 0.0;
   // On the CPU host buffers, as the trainer's single process; on a device its memory, initialised on
   // the host and copied across.

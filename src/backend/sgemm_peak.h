@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "backend/backend.h"
+
 namespace tessera::ops {
 
 // When to stop timing: a core that was idle runs its first tens of milliseconds slower (its clock
@@ -28,8 +30,11 @@ class PeakSearch {
 // disturbed by whatever else runs.
 double measure_sgemm_peak_gflops(int64_t n = 1024, int reps = 8);
 
-// The same search for any n x n x n matmul: `multiply(a, b, c)` forms c = a b^T on n x n matrices
-// (the step benchmark's bf16 peak runs the backend's reduced-precision linear layer through it).
+// The same search for any n x n x n matmul: `multiply(a, b, c)` forms c = a b^T on n x n matrices.
 double measure_matmul_peak_gflops(int64_t n, int reps, const std::function<void(const float*, const float*, float*)>& multiply);
+
+// The peak of `backend`'s reduced-precision linear layer (matmul_forward_lowp at `p`) by the same
+// search: what a run at train.precision bf16 / fp16 multiplies at (MFU, calibration, the benchmark).
+double measure_lowp_peak_gflops(Backend& backend, MatmulPrecision p, int64_t n = 1024, int reps = 8);
 
 }  // namespace tessera::ops

@@ -73,6 +73,14 @@ CalibrationProbe generic_probe() {
   return p;
 }
 
+// FLOP/s of the CPU backend's bf16 matmul (oneDNN's native kernel where the CPU has one, else the
+// operands rounded through the f32 sgemm), square like the sgemm peak: what a run at train.precision
+// "bf16" multiplies at.
+double bf16_peak_flops(int reps) {
+  CpuBackend backend;
+  return 1e9 * ops::measure_lowp_peak_gflops(backend, ops::MatmulPrecision::bf16, 1024, reps);
+}
+
 // Seconds of the probe model's forward + backward: the median of as many calls as fit in `budget`
 // seconds (at least one, at most 15) after a first call (oneDNN choosing its kernels). A median, not
 // the best: the prediction is for a run's typical step, and a single best-of call on a noisy
@@ -86,6 +94,7 @@ ProbeClassTimes probe_step_timing(const CalibrationProbe& p, double budget) {
   init_parameters(store, m, 1);
   CpuBackend backend;
   Transformer net(backend, m, store, B, T);
+  net.set_precision(p.precision);
   net.profile().enabled = true;  // a clock read around each op: nanoseconds against the probe's milliseconds
   std::vector<int32_t> tokens(B * T), targets(B * T);
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -148,7 +157,8 @@ void measure_compute_scales(HardwareSpec& h, const CalibrationProbe& probe, doub
   const ChunkOps ops = chunk_ops(m, 0, m.n_layer, true, 1, false, probe.micro_batch, probe.seq_len, Recompute::none);
   ProbeClassTimes predicted;
   for (const std::vector<OpCost>* list : {&ops.forward, &ops.backward}) {
-    const std::array<double, 3> s = seconds_by_class(*list, h, "fp32");  // op_seconds: no scale applied
+    // op_seconds: no scale applied
+    const std::array<double, 3> s = seconds_by_class(*list, h, precision_name(probe.precision));
     predicted.matmul_s += s[static_cast<size_t>(OpClass::matmul)];
     predicted.attention_s += s[static_cast<size_t>(OpClass::attention)];
     predicted.memory_s += s[static_cast<size_t>(OpClass::memory)];
@@ -223,12 +233,14 @@ MatmulShape calibration_matmul_shape(int64_t s, int64_t width) {
 
 void aim_calibration_at(CalibrationOptions& o, const RunConfig& cfg) {
   o.probe = probe_for_run(cfg.model, cfg.train.micro_batch, cfg.data.seq_len);
+  o.probe->precision = cfg.train.precision;
   const int64_t params = ParamLayout(cfg.model).total_numel();
   o.largest_message_bytes = 4 * params;  // the gradient, fp32
   o.optimizer_params = params;
   o.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0);
   o.backward_layers = static_cast<int>(std::max<int64_t>(1, cfg.model.n_layer / std::max<int64_t>(1, cfg.parallel.pp)));
   o.matmul_width = cfg.model.d_model;
+  o.bf16_peak = !o.quick || cfg.train.precision != Precision::fp32;
 }
 
 int64_t optimizer_calibration_params(const CalibrationOptions& o) {
@@ -250,6 +262,8 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   for (int64_t s : sizes) rates.push_back(matmul_rate(s, o.matmul_width, o.reps));
   const double sgemm_gflops = o.sgemm_peak_gflops > 0 ? o.sgemm_peak_gflops : ops::measure_sgemm_peak_gflops(1024, o.reps);
   h.peak_flops_fp32 = std::max(sgemm_gflops * 1e9, *std::max_element(rates.begin(), rates.end()));
+  if (o.bf16_peak) h.peak_flops_bf16 = bf16_peak_flops(o.reps);
+  h.attention_precision = "fp32";  // the CPU attention kernels compute in f32 at every train.precision
   for (size_t i = 0; i < sizes.size(); ++i)
     h.gemm_efficiency.push_back({sizes[i], std::clamp(rates[i] / h.peak_flops_fp32, 1e-4, 1.0)});
   {  // attention at a small model's shape: B 4, T 256, 4 heads of 32; flops as op_costs.h counts them
@@ -277,7 +291,11 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   }
   h.refault_bandwidth = refault_bandwidth_of(o.reps);
   h.optimizer_bandwidth = optimizer_bandwidth_of(optimizer_calibration_params(o), o.reps);
-  measure_compute_scales(h, o.probe ? *o.probe : generic_probe(), o.quick ? 0.3 : 1.0);
+  const CalibrationProbe probe = o.probe ? *o.probe : generic_probe();
+  measure_compute_scales(h, probe, o.quick ? 0.3 : 1.0);
+  // Scales from a bf16 probe carry its operand rounding: right for bf16 runs, too slow for fp32 ones.
+  if (probe.precision != Precision::fp32)
+    h.source += " (probe at train.precision " + std::string(precision_name(probe.precision)) + ")";
   const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(sysconf(_SC_PAGESIZE));
   h.memory_bytes = pages * page / std::max(1, ranks_per_node);
   h.devices_per_node = std::max(1, ranks_per_node);

@@ -24,6 +24,9 @@ namespace tessera {
 struct CalibrationProbe {
   ModelConfig model;
   int64_t micro_batch = 4, seq_len = 64;
+  // The run's train.precision: the probe's linear layers run at it, so the scales describe such steps
+  // (a bf16 step also rounds every matmul's operands, a memory-bound pass the op model leaves out).
+  Precision precision = Precision::fp32;
 };
 // A run's probe: its model cut to at most 2 layers, at its micro-batch (cut to at most 1024 tokens,
 // at least one sequence) and sequence length.
@@ -53,6 +56,9 @@ struct CalibrationOptions {
   // The run's model width (d_model); 0 = none. A matmul narrower than it is timed as a layer runs one:
   // that many rows through weights of width x 4 width (calibration_matmul_shape).
   int64_t matmul_width = 0;
+  // Also time the bf16 matmul (peak_flops_bf16). The full calibration always does; the trainer's
+  // quick one only for a run at train.precision bf16 / fp16 (aim_calibration_at).
+  bool bf16_peak = true;
 };
 
 // The matmul timed for gemm_efficiency at smallest dimension s. Below the model's width, a layer's:

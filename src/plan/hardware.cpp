@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <fstream>
 #include <map>
 #include <set>
@@ -80,6 +81,19 @@ class Section {
     TS_RETURN_IF_ERROR(number(key, 1, v, required, 1));
     if (v != std::floor(v)) return invalid_argument(where() + qualified(key) + " must be an integer >= 1");
     out = static_cast<int>(v);
+    return Status::ok_status();
+  }
+  // An optional string key, one of `allowed`.
+  Status choice(std::string_view key, std::initializer_list<std::string_view> allowed, std::string& out) {
+    seen_.insert(std::string(key));
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n) return Status::ok_status();
+    const std::optional<std::string> v = n->value<std::string>();
+    std::string names;
+    for (std::string_view a : allowed) names += (names.empty() ? "\"" : ", \"") + std::string(a) + "\"";
+    if (!v || std::find(allowed.begin(), allowed.end(), *v) == allowed.end())
+      return invalid_argument(where(n) + qualified(key) + " must be one of " + names);
+    out = *v;
     return Status::ok_status();
   }
   Status unknown_keys() const {
@@ -157,6 +171,7 @@ Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::strin
   TS_RETURN_IF_ERROR(dev.number("peak_tflops_fp32", kT, h.peak_flops_fp32, true, 1e-9));
   TS_RETURN_IF_ERROR(dev.number("peak_tflops_bf16", kT, h.peak_flops_bf16, false));
   TS_RETURN_IF_ERROR(dev.number("attention_efficiency", 1, h.attention_efficiency, false, 1e-6));
+  TS_RETURN_IF_ERROR(dev.choice("attention_precision", {"fp32", "bf16", "fp16"}, h.attention_precision));
   TS_RETURN_IF_ERROR(dev.number("memory_gib", kGiB, h.memory_bytes, true, 1e-9));
   TS_RETURN_IF_ERROR(dev.number("memory_bandwidth_gbs", kG, h.memory_bandwidth, true, 1e-9));
   TS_RETURN_IF_ERROR(dev.number("op_overhead_us", kUs, h.op_overhead_s, false));
@@ -233,6 +248,7 @@ std::string hardware_to_toml(const HardwareSpec& h) {
   line("peak_tflops_fp32", h.peak_flops_fp32 / kT);
   if (h.peak_flops_bf16 > 0) line("peak_tflops_bf16", h.peak_flops_bf16 / kT);
   line("attention_efficiency", h.attention_efficiency);
+  if (!h.attention_precision.empty()) out += "attention_precision = " + q(h.attention_precision) + "\n";
   line("memory_gib", h.memory_bytes / kGiB);
   line("memory_bandwidth_gbs", h.memory_bandwidth / kG);
   line("op_overhead_us", h.op_overhead_s / kUs);

@@ -40,6 +40,10 @@ struct HardwareSpec {
   double peak_flops_bf16 = 0;  // FLOP/s (fp16 uses the same)
   std::vector<GemmEfficiencyPoint> gemm_efficiency;  // sorted by size
   double attention_efficiency = 0.5;  // of the matmul peak, for attention's FLOPs
+  // The precision attention computes in on this device whatever train.precision is ("fp32": Tessera's
+  // CPU kernels, whose attention stays f32 under bf16); empty: the run's precision, as on GPUs whose
+  // flash attention runs in the matmuls' precision. Picks the peak attention_efficiency applies to.
+  std::string attention_precision;
   double memory_bytes = 0;
   double memory_bandwidth = 0;          // bytes/s, the achieved copy rate (elementwise ops, optimizer)
   double op_overhead_s = 0;             // fixed cost per op (kernel launch, OpenMP fork/join)
@@ -81,6 +85,10 @@ struct HardwareSpec {
   double gemm_efficiency_at(int64_t size) const;
   // Peak FLOP/s for "fp32", "bf16" or "fp16" (the last two: peak_flops_bf16, or fp32 when 0).
   double peak_flops(std::string_view precision) const;
+  // The peak attention's FLOPs run at in a run of `precision` (attention_precision when set).
+  double attention_peak_flops(std::string_view precision) const {
+    return peak_flops(attention_precision.empty() ? precision : std::string_view(attention_precision));
+  }
   // The link of a ring collective over `ranks` ranks: a measured one with that many ranks when
   // intra-node, else intra or inter by placement.
   LinkSpec collective_link(int ranks, bool spans_nodes) const;

@@ -140,10 +140,9 @@ double total_flops(const std::vector<OpCost>& ops) {
 }
 
 double op_seconds(const OpCost& op, const HardwareSpec& hw, std::string_view precision) {
-  const double peak = hw.peak_flops(precision);
   double rate = 0;
-  if (op.cls == OpClass::matmul) rate = peak * hw.gemm_efficiency_at(op.min_dim);
-  if (op.cls == OpClass::attention) rate = peak * hw.attention_efficiency;
+  if (op.cls == OpClass::matmul) rate = hw.peak_flops(precision) * hw.gemm_efficiency_at(op.min_dim);
+  if (op.cls == OpClass::attention) rate = hw.attention_peak_flops(precision) * hw.attention_efficiency;
   const double compute = rate > 0 ? op.flops / rate : 0;
   const double memory = hw.memory_bandwidth > 0 ? op.bytes / hw.memory_bandwidth : 0;
   return hw.op_overhead_s + std::max(compute, memory);

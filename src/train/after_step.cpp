@@ -58,7 +58,7 @@ Status log_step(TrainingRun& run, const StepResult& r, float lr, double dt, cons
   const int remeasures_before = run.peak->remeasures();
   const double mfu = run.peak->mfu(flops_per_step / dt / 1e9 / run.world.size());
   if (run.peak->remeasures() != remeasures_before)
-    log_info("step " + std::to_string(step) + ": a step beat the start-up sgemm peak (" + std::to_string(static_cast<int>(peak_before)) +
+    log_info("step " + std::to_string(step) + ": a step beat the start-up matmul peak (" + std::to_string(static_cast<int>(peak_before)) +
              " GFLOP/s, a busy moment); measured again: " + std::to_string(static_cast<int>(run.peak->gflops())) + " GFLOP/s");
   TrainEvent ev;
   ev.step = step; ev.loss = r.loss; ev.lr = lr; ev.grad_norm = r.grad_norm; ev.tokens_per_s = tok_s;

@@ -1,8 +1,10 @@
-// The MFU reference: the set-up sgemm peak, measured again when a step beats it.
+// The MFU reference: the set-up matmul peak (at the run's precision), measured again when a step beats it.
 #include "train/matmul_peak.h"
 
 #include <algorithm>
 #include <utility>
+
+#include "backend/sgemm_peak.h"
 
 namespace tessera {
 
@@ -15,6 +17,12 @@ double MatmulPeak::mfu(double achieved_gflops) {
     ++remeasures_;
   }
   return gflops_ > 0 ? achieved_gflops / gflops_ : 0;
+}
+
+std::function<double()> peak_measurement(Backend& backend, Precision precision) {
+  if (precision == Precision::fp32 || backend.device() != Device::cpu)
+    return [] { return ops::measure_sgemm_peak_gflops(); };
+  return [&backend, precision] { return ops::measure_lowp_peak_gflops(backend, precision); };
 }
 
 }  // namespace tessera

@@ -2,6 +2,9 @@
 #pragma once
 #include <functional>
 
+#include "backend/backend.h"
+#include "model/precision.h"
+
 namespace tessera {
 
 // The peak is one short sgemm measurement at set-up. When it catches a busy moment (another process,
@@ -23,5 +26,10 @@ class MatmulPeak {
   int max_remeasures_;
   int remeasures_ = 0;
 };
+
+// How a run measures its peak: the f32 sgemm, or on the CPU at train.precision bf16 / fp16 the
+// backend's own reduced-precision matmul (a native bf16 kernel runs ~2x the sgemm, so against the
+// sgemm a bf16 step read MFU above 100 % and set off the busy-moment re-measurements every step).
+std::function<double()> peak_measurement(Backend& backend, Precision precision);
 
 }  // namespace tessera

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "backend/cpu_isa.h"
-#include "backend/sgemm_peak.h"
 #include "comm/agreement.h"
 #include "core/log.h"
 #include "model/hf_weights.h"
@@ -362,10 +361,11 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   run->threads = choose_threads(cfg.train.threads, opts.ranks_per_node);
   omp_set_num_threads(run->threads);
   // Measured before the loader's prefetch thread exists, so nothing competes with it.
-  run->peak.emplace([] { return ops::measure_sgemm_peak_gflops(); });
+  run->peak.emplace(peak_measurement(*run->backend, cfg.train.precision));
   if (!is_param_server_run(cfg)) {  // the prediction every run is checked against (step_time_report.h)
-    TS_ASSIGN_OR_RETURN(HardwareSpec hw,
-                        hardware_for_run(cfg, world, opts.ranks_per_node, {opts.hardware_file, run->peak->gflops()}));
+    // The calibration reuses the set-up peak only where it is the f32 sgemm's.
+    const double sgemm_peak = cfg.train.precision == Precision::fp32 ? run->peak->gflops() : 0.0;
+    TS_ASSIGN_OR_RETURN(HardwareSpec hw, hardware_for_run(cfg, world, opts.ranks_per_node, {opts.hardware_file, sgemm_peak}));
     if (Result<StepTimePrediction> p = predict_step_time(cfg, world.size(), hw); p.ok()) {
       run->prediction = *p;
       run->hardware_name = hw.name;

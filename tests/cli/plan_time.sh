@@ -85,7 +85,9 @@ echo "ok: --ranks-per-node places a CPU file's ranks on one machine; a GPU node'
 "$TESSERA" plan --calibrate --quick --name quick-test --out hw.toml >calibrate.log || fail "calibrate: $(cat calibrate.log)"
 out=$("$TESSERA" plan --config "$CONFIG" --hardware hw.toml) || fail "plan with the calibrated file: $out"
 grep -qF "predicted step time on quick-test" <<<"$out" || fail "the calibrated file's name is not used: $out"
-echo "ok: --calibrate --quick writes a hardware file that --hardware reads"
+grep -q "^peak_tflops_bf16 = " hw.toml || fail "calibrate wrote no bf16 peak: $(cat hw.toml)"
+grep -qF 'attention_precision = "fp32"' hw.toml || fail "calibrate did not say attention computes in f32: $(cat hw.toml)"
+echo "ok: --calibrate --quick writes a hardware file that --hardware reads (with the bf16 matmul's peak)"
 "$TESSERA" plan --calibrate --quick --config "$CONFIG" model.n_layer=3 --out hw_run.toml >calibrate_run.log ||
   fail "calibrate for a run's model: $(cat calibrate_run.log)"
 grep -q "compute_scale" hw_run.toml || fail "calibrate --config wrote no compute_scale: $(cat hw_run.toml)"

@@ -41,6 +41,8 @@ TEST(Hardware, RoundTripsThroughToml) {
   h.peak_flops_fp32 = 1.5e11;
   h.gemm_efficiency = {{32, 0.25}, {256, 0.8}};
   h.attention_efficiency = 0.3;
+  h.attention_precision = "fp32";
+  h.peak_flops_bf16 = 3e11;
   h.memory_bytes = 8.0 * 1073741824.0;
   h.memory_bandwidth = 2e10;
   h.op_overhead_s = 2e-6;
@@ -63,6 +65,8 @@ TEST(Hardware, RoundTripsThroughToml) {
   EXPECT_EQ(back->name, h.name);
   EXPECT_EQ(back->source, h.source);
   EXPECT_NEAR(back->peak_flops_fp32, h.peak_flops_fp32, 1e5);
+  EXPECT_NEAR(back->peak_flops_bf16, h.peak_flops_bf16, 1e5);
+  EXPECT_EQ(back->attention_precision, "fp32");
   ASSERT_EQ(back->gemm_efficiency.size(), 2u);
   EXPECT_EQ(back->gemm_efficiency[1].size, 256);
   EXPECT_NEAR(back->gemm_efficiency[1].efficiency, 0.8, 1e-9);
@@ -109,9 +113,35 @@ TEST(Hardware, ErrorsNameTheKey) {
       "[node]\ndevices = 2\nlink_bandwidth_gbs = 5\nlink_latency_us = 1\n");
   ASSERT_FALSE(bad_gemm.ok());
   EXPECT_HAS(bad_gemm.status().message(), "device.gemm_efficiency");
+  auto bad_precision = parse_hardware(
+      "[device]\npeak_tflops_fp32 = 1\nmemory_gib = 1\nmemory_bandwidth_gbs = 10\nattention_precision = \"f32\"\n"
+      "[node]\ndevices = 2\nlink_bandwidth_gbs = 5\nlink_latency_us = 1\n");
+  ASSERT_FALSE(bad_precision.ok());
+  EXPECT_HAS(bad_precision.status().message(), "device.attention_precision");
+  EXPECT_HAS(bad_precision.status().message(), "\"fp32\"");
   auto file = load_hardware("/nonexistent/hw.toml");
   ASSERT_FALSE(file.ok());
   EXPECT_HAS(file.status().message(), "--calibrate");
+}
+
+// Tessera's CPU attention computes in f32 under train.precision = "bf16": a CPU file says so, and a
+// bf16 run's attention is then timed at the f32 peak while its matmuls take the bf16 one. A GPU file
+// leaves it out (flash attention in the matmuls' precision).
+TEST(Hardware, AttentionRunsAtItsOwnPrecisionWhereTheFileSaysSo) {
+  HardwareSpec h;
+  h.peak_flops_fp32 = 1e11;
+  h.peak_flops_bf16 = 2e11;
+  EXPECT_DOUBLE_EQ(h.attention_peak_flops("bf16"), 2e11);
+  EXPECT_DOUBLE_EQ(h.attention_peak_flops("fp32"), 1e11);
+  h.attention_precision = "fp32";
+  EXPECT_DOUBLE_EQ(h.attention_peak_flops("bf16"), 1e11);
+  EXPECT_DOUBLE_EQ(h.peak_flops("bf16"), 2e11);
+  auto cpu = load_hardware(kDir + "cpu-2core.toml");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->attention_precision, "fp32");
+  auto h100 = load_hardware(kDir + "h100-80gb-8x.toml");
+  ASSERT_TRUE(h100.ok());
+  EXPECT_TRUE(h100->attention_precision.empty());
 }
 
 }  // namespace

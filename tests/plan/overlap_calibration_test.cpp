@@ -36,6 +36,27 @@ TEST(ProbeForRun, CutsTheModelToTwoLayersAndTheMicroBatchTo1024Tokens) {
   EXPECT_EQ(p.micro_batch, 2);
 }
 
+// A bf16 run is measured as it will run: its probe's linear layers in bf16 (the scales then carry the
+// operand rounding) and the bf16 matmul's peak timed even by the quick measurement, which an fp32
+// run's skips.
+TEST(AimCalibrationAt, ABf16RunProbesInBf16AndTimesTheBf16Peak) {
+  RunConfig cfg;
+  cfg.model = model_preset("tiny").value();
+  CalibrationOptions quick;
+  quick.quick = true;
+  aim_calibration_at(quick, cfg);
+  EXPECT_EQ(quick.probe->precision, Precision::fp32);
+  EXPECT_FALSE(quick.bf16_peak);
+  cfg.train.precision = Precision::bf16;
+  aim_calibration_at(quick, cfg);
+  EXPECT_EQ(quick.probe->precision, Precision::bf16);
+  EXPECT_TRUE(quick.bf16_peak);
+  CalibrationOptions full;  // tessera plan --calibrate --config: always both peaks
+  cfg.train.precision = Precision::fp32;
+  aim_calibration_at(full, cfg);
+  EXPECT_TRUE(full.bf16_peak);
+}
+
 // A run's quick measurement times the all-reduce at its gradient's size (past the caches the rate
 // falls by half on the 2-core VM), up to the full calibration's 64 MiB; a small gradient adds nothing.
 TEST(AllReduceCalibrationCounts, ReachTheRunsGradientUpTo64MiB) {

@@ -126,6 +126,23 @@ TEST(OpCosts, RooflineTakesTheSlowerOfFlopsAndBytes) {
   EXPECT_DOUBLE_EQ(op_seconds(mem, h, "fp32"), 1e-6 + 1e-3);
 }
 
+// train.precision = "bf16": matmuls at the bf16 peak; attention at the f32 one where the file says
+// attention computes in f32 (Tessera's CPU kernels), at the bf16 one where it does not (GPU files).
+TEST(OpCosts, Bf16RunsMatmulsAtTheBf16PeakAndAttentionAtItsOwn) {
+  HardwareSpec h = ideal();
+  h.memory_bandwidth = 1e15;
+  h.peak_flops_fp32 = 1e12;
+  h.peak_flops_bf16 = 2e12;
+  h.attention_efficiency = 1.0;
+  const OpCost mm{OpClass::matmul, 1e9, 0, 1000}, att{OpClass::attention, 1e9, 0, 0};
+  EXPECT_DOUBLE_EQ(op_seconds(mm, h, "fp32"), 1e-3);
+  EXPECT_DOUBLE_EQ(op_seconds(mm, h, "bf16"), 0.5e-3);
+  EXPECT_DOUBLE_EQ(op_seconds(att, h, "bf16"), 0.5e-3);
+  h.attention_precision = "fp32";
+  EXPECT_DOUBLE_EQ(op_seconds(att, h, "bf16"), 1e-3);
+  EXPECT_DOUBLE_EQ(op_seconds(mm, h, "bf16"), 0.5e-3);
+}
+
 TEST(CommCost, RingAllReduceMovesTwoTimesPMinusOneOverPOfTheBuffer) {
   const LinkSpec link{1e-5, 1e9};
   EXPECT_DOUBLE_EQ(ring_all_reduce_s(1e9, 4, {0, 1e9}), 1.5);  // 2 (4-1)/4 x 1 GB at 1 GB/s

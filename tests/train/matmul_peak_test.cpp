@@ -4,6 +4,9 @@
 
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
+#include "../forwarding_backend.h"
+
 namespace tessera {
 namespace {
 
@@ -39,6 +42,32 @@ TEST(MatmulPeak, KeepsTheHigherReadingAndStopsAfterTheLimit) {
   EXPECT_EQ(calls, 4);
   peak.mfu(150);
   EXPECT_EQ(calls, 4);  // no more measuring once the limit is spent
+}
+
+// Counts the reduced-precision matmuls and the precision they ran at.
+class CountingBackend : public testing::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  void matmul_forward_lowp(ops::MatmulPrecision p, float* out, const float* inp, const float* weight, const float* bias,
+                           int64_t N, int64_t C, int64_t OC) override {
+    ++lowp_calls;
+    last = p;
+    inner_.matmul_forward_lowp(p, out, inp, weight, bias, N, C, OC);
+  }
+  int lowp_calls = 0;
+  ops::MatmulPrecision last = ops::MatmulPrecision::fp32;
+};
+
+// A bf16 run's MFU is against the matmul its steps run (the backend's bf16 one), an fp32 run's
+// against the sgemm: against the sgemm a native-bf16 step read MFU above 100 %.
+TEST(MatmulPeak, ABf16RunMeasuresTheBackendsBf16Matmul) {
+  CpuBackend cpu;
+  CountingBackend backend(cpu);
+  EXPECT_GT(peak_measurement(backend, Precision::fp32)(), 0);
+  EXPECT_EQ(backend.lowp_calls, 0);
+  EXPECT_GT(peak_measurement(backend, Precision::bf16)(), 0);
+  EXPECT_GT(backend.lowp_calls, 1);  // a warm-up call and the timed ones
+  EXPECT_EQ(backend.last, Precision::bf16);
 }
 
 }  // namespace

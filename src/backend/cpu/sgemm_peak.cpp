@@ -38,4 +38,10 @@ double measure_sgemm_peak_gflops(int64_t n, int reps) {
   });
 }
 
+double measure_lowp_peak_gflops(Backend& backend, MatmulPrecision p, int64_t n, int reps) {
+  return measure_matmul_peak_gflops(n, reps, [&backend, p, n](const float* a, const float* b, float* c) {
+    backend.matmul_forward_lowp(p, c, a, b, nullptr, n, n, n);
+  });
+}
+
 }  // namespace tessera::ops
