@@ -129,11 +129,8 @@ TEST(OpCosts, RooflineTakesTheSlowerOfFlopsAndBytes) {
 // train.precision = "bf16": matmuls at the bf16 peak; attention at the f32 one where the file says
 // attention computes in f32 (Tessera's CPU kernels), at the bf16 one where it does not (GPU files).
 TEST(OpCosts, Bf16RunsMatmulsAtTheBf16PeakAndAttentionAtItsOwn) {
-  HardwareSpec h = ideal();
-  h.memory_bandwidth = 1e15;
-  h.peak_flops_fp32 = 1e12;
+  HardwareSpec h = ideal();  // f32 peak 1e12, attention at all of it
   h.peak_flops_bf16 = 2e12;
-  h.attention_efficiency = 1.0;
   const OpCost mm{OpClass::matmul, 1e9, 0, 1000}, att{OpClass::attention, 1e9, 0, 0};
   EXPECT_DOUBLE_EQ(op_seconds(mm, h, "fp32"), 1e-3);
   EXPECT_DOUBLE_EQ(op_seconds(mm, h, "bf16"), 0.5e-3);
