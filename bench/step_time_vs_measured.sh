@@ -15,6 +15,8 @@
 #    HARDWARE=start for each run's own brief measurement at start (no train.hardware); TIMEOUT=300 per run;
 #    MODEL="model.preset=bench-small data.seq_len=128 train.micro_batch=2": another model, its micro-batch
 #    of 256 tokens like the default's; RESULT=name: bench/results/<name>.json)
+# The bf16 rows get a file of their own, calibrated for the model at train.precision = "bf16" (its probe
+# then rounds operands as those runs do; docs/config.md): one file per precision, as a user would.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 STEPS=${2:-30}
@@ -65,6 +67,14 @@ for entry in "${CONFIGS[@]}"; do
   IFS='|' read -r label np over <<< "$entry"
   if [[ -n ${ONLY:-} && ,$ONLY, != *,$label,* ]]; then continue; fi
   run=$TMP/$label
+  if [[ -z ${HARDWARE:-} && $over == *train.precision=bf16* ]]; then
+    if [[ ! -f $TMP/hardware_bf16.toml ]]; then
+      # shellcheck disable=SC2086  # $MODEL is a list of overrides
+      "${MPI[@]}" -np 2 "$TESSERA" plan --calibrate --config "$CONFIG" $MODEL train.precision=bf16 --name this-machine-bf16 \
+        --out "$TMP/hardware_bf16.toml"
+    fi
+    over="$over train.hardware=$TMP/hardware_bf16.toml"
+  fi
   # shellcheck disable=SC2086  # $BASE and $over are lists of overrides
   if timeout "$TIMEOUT" "${MPI[@]}" -np "$np" "$TESSERA" train --config "$CONFIG" $BASE $over \
       train.out_dir="$run" --json > "$run.json" 2> "$run.log"; then
