@@ -19,9 +19,12 @@ double MatmulPeak::mfu(double achieved_gflops) {
   return gflops_ > 0 ? achieved_gflops / gflops_ : 0;
 }
 
+bool peak_is_sgemm(const Backend& backend, Precision precision) {
+  return precision == Precision::fp32 || backend.device() != Device::cpu;
+}
+
 std::function<double()> peak_measurement(Backend& backend, Precision precision) {
-  if (precision == Precision::fp32 || backend.device() != Device::cpu)
-    return [] { return ops::measure_sgemm_peak_gflops(); };
+  if (peak_is_sgemm(backend, precision)) return [] { return ops::measure_sgemm_peak_gflops(); };
   return [&backend, precision] { return ops::measure_lowp_peak_gflops(backend, precision); };
 }
 

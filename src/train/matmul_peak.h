@@ -31,5 +31,7 @@ class MatmulPeak {
 // backend's own reduced-precision matmul (a native bf16 kernel runs ~2x the sgemm, so against the
 // sgemm a bf16 step read MFU above 100 % and set off the busy-moment re-measurements every step).
 std::function<double()> peak_measurement(Backend& backend, Precision precision);
+// Whether that measurement is the f32 sgemm's (which the step-time calibration can then reuse).
+bool peak_is_sgemm(const Backend& backend, Precision precision);
 
 }  // namespace tessera

@@ -364,7 +364,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
   run->peak.emplace(peak_measurement(*run->backend, cfg.train.precision));
   if (!is_param_server_run(cfg)) {  // the prediction every run is checked against (step_time_report.h)
     // The calibration reuses the set-up peak only where it is the f32 sgemm's.
-    const double sgemm_peak = cfg.train.precision == Precision::fp32 ? run->peak->gflops() : 0.0;
+    const double sgemm_peak = peak_is_sgemm(*run->backend, cfg.train.precision) ? run->peak->gflops() : 0.0;
     TS_ASSIGN_OR_RETURN(HardwareSpec hw, hardware_for_run(cfg, world, opts.ranks_per_node, {opts.hardware_file, sgemm_peak}));
     if (Result<StepTimePrediction> p = predict_step_time(cfg, world.size(), hw); p.ok()) {
       run->prediction = *p;

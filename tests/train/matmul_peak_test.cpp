@@ -68,6 +68,8 @@ TEST(MatmulPeak, ABf16RunMeasuresTheBackendsBf16Matmul) {
   EXPECT_GT(peak_measurement(backend, Precision::bf16)(), 0);
   EXPECT_GT(backend.lowp_calls, 1);  // a warm-up call and the timed ones
   EXPECT_EQ(backend.last, Precision::bf16);
+  EXPECT_TRUE(peak_is_sgemm(backend, Precision::fp32));  // the calibration may reuse only that one
+  EXPECT_FALSE(peak_is_sgemm(backend, Precision::bf16));
 }
 
 }  // namespace
