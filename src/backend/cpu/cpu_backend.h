@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_workspace.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/matmul_lowp.h"
+#include "backend/cpu/sgemm_padded.h"
 #include "backend/cpu_isa.h"
 
 namespace tessera {

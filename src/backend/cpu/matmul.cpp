@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "backend/cpu/matmul_bias.h"
+#include "backend/cpu/sgemm_padded.h"
 #include "backend/ops.h"
 #include "core/log.h"
 
@@ -30,13 +31,11 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
+// On a workspace of the call's own (sgemm_padded.cpp: the same bits as on a backend's).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC) {
-  // dinp(N,C) += dout(N,OC) @ weight(OC,C)
-  if (dinp != nullptr) sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-  // dweight(OC,C) += dout(N,OC)^T @ inp(N,C)
-  if (dweight != nullptr) sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-  if (dbias != nullptr) detail::accumulate_bias_grad(dbias, dout, N, OC);
+  CpuWorkspace ws;
+  matmul_backward(ws, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
 }  // namespace tessera::ops

@@ -20,6 +20,7 @@
 
 #include "backend/cpu/matmul_bias.h"
 #include "backend/cpu/matmul_lowp.h"
+#include "backend/cpu/sgemm_padded.h"
 #include "backend/ops.h"
 #include "core/log.h"
 
@@ -68,10 +69,12 @@ void round_n(float* out, const float* in, int64_t n, MatmulPrecision p) {
   }
 }
 
-// rows x cols of a row-major matrix with leading dimension ld, rounded into a compact f32 buffer.
-void round_matrix(float* out, const float* in, int64_t rows, int64_t cols, int64_t ld, MatmulPrecision p) {
+// rows x cols of a row-major matrix with leading dimension ld, rounded into an f32 buffer with leading
+// dimension out_ld.
+void round_matrix(float* out, const float* in, int64_t rows, int64_t cols, int64_t ld, int64_t out_ld,
+                  MatmulPrecision p) {
 #pragma omp parallel for schedule(static) if (rows * cols > 32768)
-  for (int64_t r = 0; r < rows; ++r) round_n(out + r * cols, in + r * ld, cols, p);
+  for (int64_t r = 0; r < rows; ++r) round_n(out + r * out_ld, in + r * ld, cols, p);
 }
 
 // Workspace scratch, grown only (no allocation after the first call with a given size).
@@ -234,7 +237,7 @@ void sgemm_lowp(CpuWorkspace& ws, MatmulPrecision p, bool trans_a, bool trans_b,
                 float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                 int64_t ldc) {
   if (p == MatmulPrecision::fp32 || M == 0 || N == 0 || K == 0) {
-    sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm(ws, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   if (use_native(ws, p)) {
@@ -242,13 +245,16 @@ void sgemm_lowp(CpuWorkspace& ws, MatmulPrecision p, bool trans_a, bool trans_b,
     return;
   }
   LowpMatmulState& st = state(ws);
-  float* a = scratch(st.ar, M * K);
-  float* b = scratch(st.br, K * N);
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-  round_matrix(a, A, a_rows, a_cols, lda, p);
-  round_matrix(b, B, b_rows, b_cols, ldb, p);
-  sgemm(trans_a, trans_b, M, N, K, alpha, a, a_cols, b, b_cols, beta, C, ldc);
+  // The rounded copy of A is the padded one sgemm(ws, ...) would make, where it would make one.
+  const bool pad_a = detail::pads_transposed_a(detail::onednn_runs_avx2(), trans_a, trans_b, N, K, a_cols);
+  const int64_t a_ld = pad_a ? detail::unaliased_ld(a_cols) : a_cols;
+  float* a = scratch(st.ar, a_rows * a_ld);
+  float* b = scratch(st.br, K * N);
+  round_matrix(a, A, a_rows, a_cols, lda, a_ld, p);
+  round_matrix(b, B, b_rows, b_cols, ldb, b_cols, p);
+  sgemm(trans_a, trans_b, M, N, K, alpha, a, a_ld, b, b_cols, beta, C, ldc);
 }
 
 void matmul_forward_lowp(CpuWorkspace& ws, MatmulPrecision p, float* out, const float* inp, const float* weight,
@@ -264,7 +270,7 @@ void matmul_forward_lowp(CpuWorkspace& ws, MatmulPrecision p, float* out, const 
 void matmul_backward_lowp(CpuWorkspace& ws, MatmulPrecision p, float* dinp, float* dweight, float* dbias,
                           const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
   if (p == MatmulPrecision::fp32) {
-    matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    matmul_backward(ws, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     return;
   }
   if (use_native(ws, p) && N > 0 && C > 0 && OC > 0) {

@@ -1,7 +1,11 @@
 // sgemm against a naive double product (odd shapes, transposes, alpha/beta), and the linear
 // layer's forward/backward against a double reference and finite differences.
 #include <cmath>
+#include <cstring>
 
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/sgemm_padded.h"
+#include "backend/cpu_isa.h"
 #include "backend/ops.h"
 #include "op_test_util.h"
 
@@ -100,6 +104,70 @@ TEST(Matmul, BackwardAccumulatesAndSkipsNullOutputs) {
   ops::matmul_backward(dinp0.data(), dw_full.data(), db0.data(), dout.data(), inp.data(), w.data(), N, C, OC);
   ops::matmul_backward(nullptr, dw_only.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC);
   EXPECT_EQ(dw_full, dw_only);
+}
+
+// ---- the padded transposed A (sgemm_padded.h) ----
+
+TEST(SgemmPadded, PadsOnlyATransposedAWhoseRowsAlias) {
+  using ops::detail::pads_transposed_a;
+  EXPECT_TRUE(pads_transposed_a(true, true, false, 256, 2048, 1024));   // a 4 x 256 layer's weight gradient
+  EXPECT_TRUE(pads_transposed_a(true, true, false, 256, 4096, 3072));   // any multiple of 4 KiB
+  EXPECT_FALSE(pads_transposed_a(false, true, false, 256, 2048, 1024)); // oneDNN's AVX-512 kernels
+  EXPECT_FALSE(pads_transposed_a(true, true, false, 384, 2048, 1024));  // wide enough B: full speed
+  EXPECT_FALSE(pads_transposed_a(true, true, false, 256, 2048, 1040));  // rows already apart
+  EXPECT_FALSE(pads_transposed_a(true, false, false, 256, 2048, 1024)); // A read along its rows
+  EXPECT_FALSE(pads_transposed_a(true, true, true, 256, 2048, 1024));
+  // An odd number of 64-byte lines per row.
+  EXPECT_EQ(ops::detail::unaliased_ld(1024), 1040);
+  EXPECT_EQ(ops::detail::unaliased_ld(1040), 1040);
+  EXPECT_EQ(ops::detail::unaliased_ld(1000), 1008);
+  EXPECT_EQ(ops::detail::unaliased_ld(16), 16);
+}
+
+size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return n;
+}
+
+// Through a CpuBackend, where the copy happens (at the avx2 level: Name@avx2 caps oneDNN too), the
+// product has the bits of the plain sgemm: several slabs, a last narrower one, alpha and beta.
+TEST(SgemmPadded, TheCopyGivesThePlainSgemmsBits) {
+  if (active_cpu_isa() == CpuIsa::avx2) {
+    EXPECT_TRUE(ops::detail::onednn_runs_avx2()) << "oneDNN not capped with the kernels";
+  }
+  CpuBackend be;
+  const int64_t N = 256;
+  struct Case {
+    int64_t M, K, lda;
+  };
+  // K = 8192: slabs of 512 columns, so M = 1200 takes 512 + 512 + 176.
+  for (const Case c : {Case{1024, 512, 1024}, Case{1200, 8192, 2048}}) {
+    const auto A = random_floats(static_cast<size_t>(c.K * c.lda), 11);
+    const auto B = random_floats(static_cast<size_t>(c.K * N), 12);
+    auto plain = random_floats(static_cast<size_t>(c.M * N), 13), padded = plain;
+    ops::sgemm(true, false, c.M, N, c.K, 0.5f, A.data(), c.lda, B.data(), N, 1.25f, plain.data(), N);
+    be.sgemm(true, false, c.M, N, c.K, 0.5f, A.data(), c.lda, B.data(), N, 1.25f, padded.data(), N);
+    EXPECT_EQ(differing(plain, padded), 0u) << "M=" << c.M << " K=" << c.K;
+  }
+}
+
+// The emulated bf16 matmul rounds A straight into the padded layout: the bits of rounding both
+// operands and multiplying them with the plain sgemm.
+TEST(SgemmPadded, TheEmulatedBf16MatmulGivesTheBitsOfRoundedOperands) {
+  CpuBackend be;
+  be.set_bf16_gemm_native(false);
+  const int64_t M = 1024, N = 256, K = 512;
+  const auto A = random_floats(static_cast<size_t>(K * M), 21);
+  const auto B = random_floats(static_cast<size_t>(K * N), 22);
+  std::vector<float> ar(A.size()), br(B.size());
+  ops::round_to_precision(ar.data(), A.data(), static_cast<int64_t>(A.size()), ops::MatmulPrecision::bf16);
+  ops::round_to_precision(br.data(), B.data(), static_cast<int64_t>(B.size()), ops::MatmulPrecision::bf16);
+  std::vector<float> plain(static_cast<size_t>(M * N), 0.0f), emulated = plain;
+  ops::sgemm(true, false, M, N, K, 1.0f, ar.data(), M, br.data(), N, 0.0f, plain.data(), N);
+  be.sgemm_lowp(ops::MatmulPrecision::bf16, true, false, M, N, K, 1.0f, A.data(), M, B.data(), N, 0.0f,
+                emulated.data(), N);
+  EXPECT_EQ(differing(plain, emulated), 0u);
 }
 
 }  // namespace
