@@ -1,8 +1,7 @@
-// sgemm and the linear layer (matmul_forward/backward) on oneDNN's row-major dnnl_sgemm.
-// The bias gradient is a column sum in which each thread owns whole columns, so it is deterministic.
+// sgemm on oneDNN's row-major dnnl_sgemm, and the linear layer (matmul_forward/backward) through the
+// workspace versions of sgemm_padded.h.
 #include <oneapi/dnnl/dnnl.h>
 
-#include "backend/cpu/matmul_bias.h"
 #include "backend/cpu/sgemm_padded.h"
 #include "backend/ops.h"
 #include "core/log.h"
@@ -24,14 +23,13 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
                                << " lda=" << lda << " ldb=" << ldb << " ldc=" << ldc;
 }
 
+// The linear layer on a workspace of the call's own (sgemm_padded.cpp: the same bits as on a backend's).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC) {
-  // out(N,OC) = inp(N,C) @ weight(OC,C)^T (+ bias): seed out with the bias and let sgemm add with beta=1.
-  const float beta = detail::seed_with_bias(out, bias, N, OC);
-  sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+  CpuWorkspace ws;
+  matmul_forward(ws, out, inp, weight, bias, N, C, OC);
 }
 
-// On a workspace of the call's own (sgemm_padded.cpp: the same bits as on a backend's).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC) {
   CpuWorkspace ws;

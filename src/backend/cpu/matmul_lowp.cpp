@@ -247,20 +247,22 @@ void sgemm_lowp(CpuWorkspace& ws, MatmulPrecision p, bool trans_a, bool trans_b,
   LowpMatmulState& st = state(ws);
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-  // The rounded copy of A is the padded one sgemm(ws, ...) would make, where it would make one.
+  // The rounded copies are laid out as the padded ones sgemm(ws, ...) would make, where it would.
   const bool pad_a = detail::pads_transposed_a(detail::onednn_runs_avx2(), trans_a, trans_b, N, K, a_cols);
+  const bool pad_b = detail::pads_transposed_b(trans_a, trans_b, N, K, b_cols);
   const int64_t a_ld = pad_a ? detail::unaliased_ld(a_cols) : a_cols;
+  const int64_t b_ld = pad_b ? detail::unaliased_ld(b_cols) : b_cols;
   float* a = scratch(st.ar, a_rows * a_ld);
-  float* b = scratch(st.br, K * N);
+  float* b = scratch(st.br, b_rows * b_ld);
   round_matrix(a, A, a_rows, a_cols, lda, a_ld, p);
-  round_matrix(b, B, b_rows, b_cols, ldb, b_cols, p);
-  sgemm(trans_a, trans_b, M, N, K, alpha, a, a_ld, b, b_cols, beta, C, ldc);
+  round_matrix(b, B, b_rows, b_cols, ldb, b_ld, p);
+  sgemm(trans_a, trans_b, M, N, K, alpha, a, a_ld, b, b_ld, beta, C, ldc);
 }
 
 void matmul_forward_lowp(CpuWorkspace& ws, MatmulPrecision p, float* out, const float* inp, const float* weight,
                          const float* bias, int64_t N, int64_t C, int64_t OC) {
   if (p == MatmulPrecision::fp32) {
-    matmul_forward(out, inp, weight, bias, N, C, OC);
+    matmul_forward(ws, out, inp, weight, bias, N, C, OC);
     return;
   }
   const float beta = detail::seed_with_bias(out, bias, N, OC);

@@ -1,12 +1,16 @@
-// The padded transposed-A sgemm (sgemm_padded.h). oneDNN's AVX2 sgemm (jit, oneDNN 2.6) computing
-// A^T B with N < 384 reads A down its columns; when A's rows are a multiple of 4 KiB apart every read
-// of such a walk maps to the same L1 set, and the product runs at 0.4-0.45 of its speed. Measured on a
-// Zen 4 capped at AVX2, 2 threads (GFLOP/s, direct -> A copied with 16 floats of padding per row, copy
-// included): 1024 x 256 x 2048 89 -> 181, 4096 x 256 x 4096 81 -> 185 (the weight gradients of a
-// 4 x width linear layer and of a 4096-token head at width 256); N >= 384 and the AVX-512 kernels read
-// the same A at full speed, and padding B gained too little to pay for its copy. The copy is by column
-// slabs of A of at most kSlabFloats, so the scratch stays bounded, and gives the same bits: each
-// output's sum over K is formed as before (checked bitwise in tests/backend/cpu/matmul_test.cpp).
+// The padded transposed operands of sgemm_padded.h. When a transposed operand's rows are a multiple
+// of 4 KiB apart, every read of a walk down its columns maps to the same L1 set (64 sets of 64 bytes
+// on Zen 3/4 and Intel cores), and oneDNN's sgemm (2.6, jit) slows down in two cases. Measured on a
+// Zen 4, 2 threads, GFLOP/s direct -> with the operand copied into rows padded by 16 floats, the copy
+// included, the bits identical:
+//  * A of A^T B (a weight gradient dout^T inp) under the AVX2 kernels with N < 384: 0.4-0.45x speed.
+//    1024 x 256 x 2048 89 -> 181, 4096 x 256 x 4096 81 -> 185 (a 4 x 256 layer's and a 4096-word head's
+//    weight gradient); with N >= 384, or the AVX-512 kernels, A is read at full speed.
+//  * B of A B^T (a linear layer's forward, B its weight): under the AVX-512 kernels 2048 x 256 x 1024
+//    132 -> 151, 4096 x 256 x 1024 151 -> 185, GPT-2's MLP projection 1024 x 768 x 3072 172 -> 199;
+//    under AVX2 0-9 % faster.
+// Copying the other operand, or either one of A B, gained nothing that paid for the copy.
+// A is copied by slabs of its columns (C's rows), so the scratch stays bounded; B whole, when small.
 #include "backend/cpu/sgemm_padded.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -14,21 +18,37 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/ops.h"
 #include "backend/cpu/matmul_bias.h"
+#include "backend/ops.h"
 
 namespace tessera::ops {
-namespace detail {
+namespace {
 
-bool pads_transposed_a(bool onednn_avx2, bool trans_a, bool trans_b, int64_t N, int64_t K, int64_t lda) {
-  constexpr int64_t kAliasFloats = 4096 / sizeof(float);  // 4 KiB: one L1 way on Zen 3/4 and Intel cores
-  return onednn_avx2 && trans_a && !trans_b && N < 384 && K >= 16 && lda % kAliasFloats == 0;
+constexpr int64_t kAliasFloats = 4096 / sizeof(float);  // rows this far apart share their L1 set
+constexpr int64_t kScratchFloats = int64_t{4} << 20;     // 16 MiB: a slab of A, or the whole of B
+
+// dst (rows, cols; leading dimension ld) = src (rows, cols; leading dimension lds).
+void copy_rows(float* dst, int64_t ld, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * ld, src + r * lds, static_cast<size_t>(cols) * sizeof(float));
 }
+
+}  // namespace
+
+namespace detail {
 
 bool onednn_runs_avx2() {
   const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
   return (isa & avx512) != avx512;
+}
+
+bool pads_transposed_a(bool onednn_avx2, bool trans_a, bool trans_b, int64_t N, int64_t K, int64_t lda) {
+  return onednn_avx2 && trans_a && !trans_b && N < 384 && K >= 16 && lda % kAliasFloats == 0;
+}
+
+bool pads_transposed_b(bool trans_a, bool trans_b, int64_t N, int64_t K, int64_t ldb) {
+  return !trans_a && trans_b && K >= 16 && ldb % kAliasFloats == 0 && N * unaliased_ld(K) <= kScratchFloats;
 }
 
 int64_t unaliased_ld(int64_t cols) {
@@ -39,31 +59,35 @@ int64_t unaliased_ld(int64_t cols) {
 
 }  // namespace detail
 
-namespace {
-
-// The scratch a slab of A may take (16 MiB): a slab is K rows x its width.
-constexpr int64_t kSlabFloats = int64_t{4} << 20;
-
-}  // namespace
-
 void sgemm(CpuWorkspace& ws, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M > 0 && N > 0 && detail::pads_transposed_b(trans_a, trans_b, N, K, ldb)) {
+    const int64_t ld = detail::unaliased_ld(K);
+    float* padded = grown(ws.padded_operand, static_cast<size_t>(N * ld));
+    copy_rows(padded, ld, B, ldb, N, K);
+    sgemm(false, true, M, N, K, alpha, A, lda, padded, ld, beta, C, ldc);
+    return;
+  }
   if (M == 0 || N == 0 || !detail::pads_transposed_a(detail::onednn_runs_avx2(), trans_a, trans_b, N, K, lda)) {
     sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  // A is stored (K, M): slab [m0, m0 + width) of its columns feeds C's rows [m0, m0 + width).
-  const int64_t fit = std::max<int64_t>(16, kSlabFloats / K / 16 * 16);
-  const int64_t slab = std::min(M, fit);
+  // A is stored (K, M): the slab of its columns [m0, m0 + width) gives C's rows [m0, m0 + width).
+  const int64_t slab = std::min(M, std::max<int64_t>(16, kScratchFloats / K / 16 * 16));
   const int64_t ld = detail::unaliased_ld(slab);
   float* padded = grown(ws.padded_operand, static_cast<size_t>(K * ld));
   for (int64_t m0 = 0; m0 < M; m0 += slab) {
     const int64_t width = std::min(slab, M - m0);
-#pragma omp parallel for schedule(static) if (K * width > 32768)
-    for (int64_t k = 0; k < K; ++k)
-      std::memcpy(padded + k * ld, A + k * lda + m0, static_cast<size_t>(width) * sizeof(float));
+    copy_rows(padded, ld, A + m0, lda, K, width);
     sgemm(true, false, width, N, K, alpha, padded, ld, B, ldb, beta, C + m0 * ldc, ldc);
   }
+}
+
+void matmul_forward(CpuWorkspace& ws, float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t N, int64_t C, int64_t OC) {
+  // out(N,OC) = inp(N,C) @ weight(OC,C)^T (+ bias): seed out with the bias and let sgemm add with beta=1.
+  const float beta = detail::seed_with_bias(out, bias, N, OC);
+  sgemm(ws, false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
 void matmul_backward(CpuWorkspace& ws, float* dinp, float* dweight, float* dbias, const float* dout,

@@ -108,7 +108,7 @@ TEST(Matmul, BackwardAccumulatesAndSkipsNullOutputs) {
 
 // ---- the padded transposed A (sgemm_padded.h) ----
 
-TEST(SgemmPadded, PadsOnlyATransposedAWhoseRowsAlias) {
+TEST(SgemmPadded, PadsOnlyATransposedOperandWhoseRowsAlias) {
   using ops::detail::pads_transposed_a;
   EXPECT_TRUE(pads_transposed_a(true, true, false, 256, 2048, 1024));   // a 4 x 256 layer's weight gradient
   EXPECT_TRUE(pads_transposed_a(true, true, false, 256, 4096, 3072));   // any multiple of 4 KiB
@@ -117,6 +117,13 @@ TEST(SgemmPadded, PadsOnlyATransposedAWhoseRowsAlias) {
   EXPECT_FALSE(pads_transposed_a(true, true, false, 256, 2048, 1040));  // rows already apart
   EXPECT_FALSE(pads_transposed_a(true, false, false, 256, 2048, 1024)); // A read along its rows
   EXPECT_FALSE(pads_transposed_a(true, true, true, 256, 2048, 1024));
+  using ops::detail::pads_transposed_b;
+  EXPECT_TRUE(pads_transposed_b(false, true, 256, 1024, 1024));   // a 1024 -> 256 layer's forward
+  EXPECT_TRUE(pads_transposed_b(false, true, 768, 3072, 3072));   // GPT-2's MLP projection
+  EXPECT_FALSE(pads_transposed_b(false, true, 4096, 1024, 1024)); // over 16 MiB padded
+  EXPECT_FALSE(pads_transposed_b(false, true, 256, 768, 768));
+  EXPECT_FALSE(pads_transposed_b(false, false, 256, 1024, 1024));
+  EXPECT_FALSE(pads_transposed_b(true, true, 256, 1024, 1024));
   // An odd number of 64-byte lines per row.
   EXPECT_EQ(ops::detail::unaliased_ld(1024), 1040);
   EXPECT_EQ(ops::detail::unaliased_ld(1040), 1040);
@@ -130,26 +137,40 @@ size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
   return n;
 }
 
-// Through a CpuBackend, where the copy happens (at the avx2 level: Name@avx2 caps oneDNN too), the
-// product has the bits of the plain sgemm: several slabs, a last narrower one, alpha and beta.
+// Through a CpuBackend, where the copies happen (A's at the avx2 level: Name@avx2 caps oneDNN too), the
+// product has the bits of the plain sgemm: A^T B in several slabs and a last narrower one, A B^T, a
+// linear layer's forward and backward; alpha and beta.
 TEST(SgemmPadded, TheCopyGivesThePlainSgemmsBits) {
   if (active_cpu_isa() == CpuIsa::avx2) {
     EXPECT_TRUE(ops::detail::onednn_runs_avx2()) << "oneDNN not capped with the kernels";
   }
   CpuBackend be;
-  const int64_t N = 256;
   struct Case {
-    int64_t M, K, lda;
+    bool ta, tb;
+    int64_t M, N, K, lda, ldb;
   };
   // K = 8192: slabs of 512 columns, so M = 1200 takes 512 + 512 + 176.
-  for (const Case c : {Case{1024, 512, 1024}, Case{1200, 8192, 2048}}) {
-    const auto A = random_floats(static_cast<size_t>(c.K * c.lda), 11);
-    const auto B = random_floats(static_cast<size_t>(c.K * N), 12);
-    auto plain = random_floats(static_cast<size_t>(c.M * N), 13), padded = plain;
-    ops::sgemm(true, false, c.M, N, c.K, 0.5f, A.data(), c.lda, B.data(), N, 1.25f, plain.data(), N);
-    be.sgemm(true, false, c.M, N, c.K, 0.5f, A.data(), c.lda, B.data(), N, 1.25f, padded.data(), N);
-    EXPECT_EQ(differing(plain, padded), 0u) << "M=" << c.M << " K=" << c.K;
+  for (const Case c : {Case{true, false, 1024, 256, 512, 1024, 256}, Case{true, false, 1200, 256, 8192, 2048, 256},
+                       Case{false, true, 300, 256, 1024, 1024, 1024}, Case{false, true, 64, 768, 3000, 3000, 3072}}) {
+    const auto A = random_floats(static_cast<size_t>((c.ta ? c.K : c.M) * c.lda), 11);
+    const auto B = random_floats(static_cast<size_t>((c.tb ? c.N : c.K) * c.ldb), 12);
+    auto plain = random_floats(static_cast<size_t>(c.M * c.N), 13), padded = plain;
+    ops::sgemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), c.lda, B.data(), c.ldb, 1.25f, plain.data(), c.N);
+    be.sgemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), c.lda, B.data(), c.ldb, 1.25f, padded.data(), c.N);
+    EXPECT_EQ(differing(plain, padded), 0u) << "ta=" << c.ta << " M=" << c.M << " N=" << c.N << " K=" << c.K;
   }
+  // A 1024 -> 256 linear layer over 2048 rows (both copies' shapes): forward and backward against sgemm.
+  const int64_t N = 2048, C = 1024, OC = 256;
+  const auto inp = random_floats(static_cast<size_t>(N * C), 14), w = random_floats(static_cast<size_t>(OC * C), 15);
+  const auto dout = random_floats(static_cast<size_t>(N * OC), 16);
+  std::vector<float> out(static_cast<size_t>(N * OC)), out_ref(out.size(), 0.0f);
+  be.matmul_forward(out.data(), inp.data(), w.data(), nullptr, N, C, OC);
+  ops::sgemm(false, true, N, OC, C, 1.0f, inp.data(), C, w.data(), C, 0.0f, out_ref.data(), OC);
+  EXPECT_EQ(differing(out, out_ref), 0u) << "forward";
+  std::vector<float> dw(static_cast<size_t>(OC * C), 0.0f), dw_ref = dw;
+  be.matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC);
+  ops::sgemm(true, false, OC, C, N, 1.0f, dout.data(), OC, inp.data(), C, 1.0f, dw_ref.data(), C);
+  EXPECT_EQ(differing(dw, dw_ref), 0u) << "weight gradient";
 }
 
 // The emulated bf16 matmul rounds A straight into the padded layout: the bits of rounding both
@@ -167,7 +188,16 @@ TEST(SgemmPadded, TheEmulatedBf16MatmulGivesTheBitsOfRoundedOperands) {
   ops::sgemm(true, false, M, N, K, 1.0f, ar.data(), M, br.data(), N, 0.0f, plain.data(), N);
   be.sgemm_lowp(ops::MatmulPrecision::bf16, true, false, M, N, K, 1.0f, A.data(), M, B.data(), N, 0.0f,
                 emulated.data(), N);
-  EXPECT_EQ(differing(plain, emulated), 0u);
+  EXPECT_EQ(differing(plain, emulated), 0u) << "A^T B";
+  // A B^T with B's rows 4 KiB apart: A as (K, M), B (N, M).
+  const auto Bt = random_floats(static_cast<size_t>(N * M), 23);
+  std::vector<float> btr(Bt.size());
+  ops::round_to_precision(btr.data(), Bt.data(), static_cast<int64_t>(Bt.size()), ops::MatmulPrecision::bf16);
+  std::vector<float> plain_nt(static_cast<size_t>(K * N), 0.0f), emulated_nt = plain_nt;
+  ops::sgemm(false, true, K, N, M, 1.0f, ar.data(), M, btr.data(), M, 0.0f, plain_nt.data(), N);
+  be.sgemm_lowp(ops::MatmulPrecision::bf16, false, true, K, N, M, 1.0f, A.data(), M, Bt.data(), M, 0.0f,
+                emulated_nt.data(), N);
+  EXPECT_EQ(differing(plain_nt, emulated_nt), 0u) << "A B^T";
 }
 
 }  // namespace
