@@ -1,5 +1,5 @@
-// Timing helpers shared by the MPI benchmarks: the median of samples, and one op's seconds on the
-// slowest rank (barrier before, max-reduce after).
+// Timing helpers shared by the MPI benchmarks: timing.h's, and one op's seconds on the slowest rank
+// (barrier before, max-reduce after).
 #pragma once
 #include <mpi.h>
 
@@ -7,12 +7,9 @@
 #include <functional>
 #include <vector>
 
-namespace tessera::bench {
+#include "timing.h"
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+namespace tessera::bench {
 
 inline double time_once(const std::function<void()>& op) {
   MPI_Barrier(MPI_COMM_WORLD);

@@ -19,19 +19,14 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "timing.h"
 
 namespace {
 
 using namespace tessera;
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::now_s;
 
 struct State {
   std::vector<float> params, grads, m, v;

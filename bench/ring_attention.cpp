@@ -27,6 +27,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/context_parallel.h"
+#include "timing.h"
 
 using namespace tessera;
 using Clock = std::chrono::steady_clock;
@@ -35,10 +36,7 @@ namespace {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
 
 // The largest (slowest rank) or smallest value over the ranks.
 double reduce_over(Communicator& world, double x, ReduceOp op) {

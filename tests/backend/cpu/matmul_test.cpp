@@ -178,26 +178,24 @@ TEST(SgemmPadded, TheCopyGivesThePlainSgemmsBits) {
 TEST(SgemmPadded, TheEmulatedBf16MatmulGivesTheBitsOfRoundedOperands) {
   CpuBackend be;
   be.set_bf16_gemm_native(false);
+  auto rounded = [](const std::vector<float>& v) {
+    std::vector<float> r(v.size());
+    ops::round_to_precision(r.data(), v.data(), static_cast<int64_t>(v.size()), ops::MatmulPrecision::bf16);
+    return r;
+  };
   const int64_t M = 1024, N = 256, K = 512;
-  const auto A = random_floats(static_cast<size_t>(K * M), 21);
-  const auto B = random_floats(static_cast<size_t>(K * N), 22);
-  std::vector<float> ar(A.size()), br(B.size());
-  ops::round_to_precision(ar.data(), A.data(), static_cast<int64_t>(A.size()), ops::MatmulPrecision::bf16);
-  ops::round_to_precision(br.data(), B.data(), static_cast<int64_t>(B.size()), ops::MatmulPrecision::bf16);
-  std::vector<float> plain(static_cast<size_t>(M * N), 0.0f), emulated = plain;
-  ops::sgemm(true, false, M, N, K, 1.0f, ar.data(), M, br.data(), N, 0.0f, plain.data(), N);
-  be.sgemm_lowp(ops::MatmulPrecision::bf16, true, false, M, N, K, 1.0f, A.data(), M, B.data(), N, 0.0f,
-                emulated.data(), N);
-  EXPECT_EQ(differing(plain, emulated), 0u) << "A^T B";
-  // A B^T with B's rows 4 KiB apart: A as (K, M), B (N, M).
+  // A^T B with A (K, M), and A B^T with B (N, M): each with the rows of A or B 4 KiB apart.
+  const auto A = random_floats(static_cast<size_t>(K * M), 21), B = random_floats(static_cast<size_t>(K * N), 22);
   const auto Bt = random_floats(static_cast<size_t>(N * M), 23);
-  std::vector<float> btr(Bt.size());
-  ops::round_to_precision(btr.data(), Bt.data(), static_cast<int64_t>(Bt.size()), ops::MatmulPrecision::bf16);
-  std::vector<float> plain_nt(static_cast<size_t>(K * N), 0.0f), emulated_nt = plain_nt;
-  ops::sgemm(false, true, K, N, M, 1.0f, ar.data(), M, btr.data(), M, 0.0f, plain_nt.data(), N);
-  be.sgemm_lowp(ops::MatmulPrecision::bf16, false, true, K, N, M, 1.0f, A.data(), M, Bt.data(), M, 0.0f,
-                emulated_nt.data(), N);
-  EXPECT_EQ(differing(plain_nt, emulated_nt), 0u) << "A B^T";
+  for (const bool tb : {false, true}) {
+    const int64_t rows = tb ? K : M, inner = tb ? M : K;
+    const std::vector<float>& b = tb ? Bt : B;
+    std::vector<float> plain(static_cast<size_t>(rows * N), 0.0f), emulated = plain;
+    ops::sgemm(!tb, tb, rows, N, inner, 1.0f, rounded(A).data(), M, rounded(b).data(), tb ? M : N, 0.0f, plain.data(), N);
+    be.sgemm_lowp(ops::MatmulPrecision::bf16, !tb, tb, rows, N, inner, 1.0f, A.data(), M, b.data(), tb ? M : N, 0.0f,
+                  emulated.data(), N);
+    EXPECT_EQ(differing(plain, emulated), 0u) << (tb ? "A B^T" : "A^T B");
+  }
 }
 
 }  // namespace
