@@ -25,7 +25,7 @@ namespace tessera::ops {
 namespace {
 
 constexpr int64_t kAliasFloats = 4096 / sizeof(float);  // rows this far apart share their L1 set
-constexpr int64_t kScratchFloats = int64_t{4} << 20;     // 16 MiB: a slab of A, or the whole of B
+constexpr int64_t kScratchFloats = int64_t{4} << 20;     // 16 MiB: a slab of A (plus its padding), or B
 
 // dst (rows, cols; leading dimension ld) = src (rows, cols; leading dimension lds).
 void copy_rows(float* dst, int64_t ld, const float* src, int64_t lds, int64_t rows, int64_t cols) {
