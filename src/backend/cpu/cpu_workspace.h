@@ -61,7 +61,7 @@ struct CpuWorkspace {
   std::vector<AlignedScratch> per_thread;
   std::vector<float> attention_D;  // (B, NH, T): attention_backward's rowsum(dout * out)
   RopeTable rope;
-  std::vector<float> padded_operand;  // sgemm's copy of an aliasing transposed A (sgemm_padded.h)
+  std::vector<float> padded_operand;  // sgemm's padded copy of an aliasing operand (sgemm_padded.h)
   // The backend's bf16 setting (CpuBackend::set_bf16_gemm_native): whether a bf16 matmul may run
   // oneDNN's native AVX512-BF16 / AMX kernel where it has one (else: rounded f32 through sgemm).
   bool bf16_gemm_native = true;
