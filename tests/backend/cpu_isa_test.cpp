@@ -223,7 +223,12 @@ TEST(CpuIsa, EveryLevelAgreesWithAvx2) {
 
 TEST(CpuIsa, SelectionIsMadeOnceAndNamedInTheSummary) {
   EXPECT_FALSE(select_cpu_isa("avx9").ok());
-  ASSERT_TRUE(select_cpu_isa("avx2").ok());
+  const Status first = select_cpu_isa("avx2");
+  // The whole binary in one process (not as ctest runs it, one test a process): an earlier test's
+  // matmul has already fixed oneDNN's level, which a forced level must cap.
+  if (!first.ok() && first.message().find("used before the level was chosen") != std::string::npos)
+    GTEST_SKIP() << "oneDNN already ran in this process: " << first.message();
+  ASSERT_TRUE(first.ok()) << first.message();
   EXPECT_TRUE(select_cpu_isa("avx2").ok());  // the same again is fine
   EXPECT_EQ(active_cpu_isa(), CpuIsa::avx2);
   EXPECT_EQ(&ops::active_cpu_kernels(), &ops::cpu_kernels(CpuIsa::avx2));
