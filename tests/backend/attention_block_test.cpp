@@ -237,45 +237,63 @@ NaiveFull naive_full(const std::vector<float>& q, int64_t qs, const std::vector<
   return r;
 }
 
-// Tq != Tk, strides wider than the heads (padding columns must stay untouched), GQA; the keys also
-// split 5 + 7 into two merged blocks, which must agree with the one-block call.
-TEST(AttentionBlock, FullMaskWithTqNotTkMatchesNaiveReference) {
-  const int64_t B = 2, Tq = 8, Tk = 12, NH = 4, NKV = 2, HS = 8;
-  const int64_t CO = NH * HS, qs = CO + 3, k_off = 1, v_off = k_off + NKV * HS + 2, kvs = v_off + NKV * HS + 1;
-  const auto q = randn(B * Tq * qs, 21);
-  const auto kv = randn(B * Tk * kvs, 22);
-  const auto dout = randn(B * Tq * CO, 23);
-  const NaiveFull ref = naive_full(q, qs, kv, kvs, k_off, v_off, dout, B, Tq, Tk, NH, NKV, HS);
-  const float inf = std::numeric_limits<float>::infinity();
+// One head layout of the full-mask tests: strides wider than the heads (padding columns must stay
+// untouched), GQA, random q, k/v and dout, and the naive reference.
+struct FullMaskCase {
+  int64_t B, Tq, Tk, NH, NKV, HS;
+  int64_t CO = NH * HS, qs = CO + 3, k_off = 1, v_off = k_off + NKV * HS + 2, kvs = v_off + NKV * HS + 1;
+  std::vector<float> q = randn(B * Tq * qs, 21), kv = randn(B * Tk * kvs, 22), dout = randn(B * Tq * CO, 23);
+  NaiveFull ref = naive_full(q, qs, kv, kvs, k_off, v_off, dout, B, Tq, Tk, NH, NKV, HS);
 
-  std::vector<float> out(B * Tq * CO, 0.0f), lse(B * NH * Tq, -inf);
-  ops::attention_block_forward(out.data(), lse.data(), q.data(), qs, kv.data() + k_off, kv.data() + v_off, kvs, B, Tq,
-                          Tk, NH, NKV, HS, ops::BlockMask::full);
-  expect_close(out, ref.out, 1e-5, "out");
-  expect_close(lse, ref.lse, 1e-5, "lse");
+  // The backward from ones (it must add, and leave the padding columns alone) against the reference.
+  void expect_backward_matches(const std::vector<float>& out, const std::vector<float>& lse) const {
+    std::vector<float> delta(B * NH * Tq);
+    ops::attention_block_delta(delta.data(), dout.data(), out.data(), B, Tq, NH, HS);
+    std::vector<float> dq(B * Tq * qs, 1.0f), dkv(B * Tk * kvs, 1.0f);
+    ops::attention_block_backward(dq.data(), qs, dkv.data() + k_off, dkv.data() + v_off, kvs, dout.data(), q.data(),
+                                  qs, kv.data() + k_off, kv.data() + v_off, kvs, lse.data(), delta.data(), B, Tq, Tk,
+                                  NH, NKV, HS, ops::BlockMask::full);
+    std::vector<double> dq_ref(ref.dq), dkv_ref(ref.dk);
+    for (auto& x : dq_ref) x += 1.0;
+    for (size_t i = 0; i < dkv_ref.size(); ++i) dkv_ref[i] += ref.dv[i] + 1.0;  // dk and dv occupy disjoint columns
+    expect_close(dq, dq_ref, 1e-4, "dq");
+    expect_close(dkv, dkv_ref, 1e-4, "dk, dv");
+  }
+  void forward(std::vector<float>& out, std::vector<float>& lse) const {
+    out.assign(B * Tq * CO, 0.0f);
+    lse.assign(B * NH * Tq, -std::numeric_limits<float>::infinity());
+    ops::attention_block_forward(out.data(), lse.data(), q.data(), qs, kv.data() + k_off, kv.data() + v_off, kvs, B,
+                                 Tq, Tk, NH, NKV, HS, ops::BlockMask::full);
+  }
+};
+
+// Tq != Tk, GQA; the keys also split 5 + 7 into two merged blocks, which must agree with the one-block call.
+TEST(AttentionBlock, FullMaskWithTqNotTkMatchesNaiveReference) {
+  const FullMaskCase c{2, 8, 12, 4, 2, 8};
+  std::vector<float> out, lse;
+  c.forward(out, lse);
+  expect_close(out, c.ref.out, 1e-5, "out");
+  expect_close(lse, c.ref.lse, 1e-5, "lse");
 
   // Two key blocks: keys [0,5) and [5,12) of each batch, each copied out as its own (B, n, kvs) buffer.
-  std::vector<float> out2(B * Tq * CO, 0.0f), lse2(B * NH * Tq, -inf);
+  std::vector<float> out2(c.B * c.Tq * c.CO, 0.0f), lse2(c.B * c.NH * c.Tq, -std::numeric_limits<float>::infinity());
   for (auto [t0, n] : {std::pair<int64_t, int64_t>{5, 7}, std::pair<int64_t, int64_t>{0, 5}}) {
-    const auto part = take_rows(kv, B, Tk, kvs, t0, n);
-    ops::attention_block_forward(out2.data(), lse2.data(), q.data(), qs, part.data() + k_off, part.data() + v_off, kvs,
-                            B, Tq, n, NH, NKV, HS, ops::BlockMask::full);
+    const auto part = take_rows(c.kv, c.B, c.Tk, c.kvs, t0, n);
+    ops::attention_block_forward(out2.data(), lse2.data(), c.q.data(), c.qs, part.data() + c.k_off,
+                                 part.data() + c.v_off, c.kvs, c.B, c.Tq, n, c.NH, c.NKV, c.HS, ops::BlockMask::full);
   }
-  expect_close(out2, ref.out, 1e-5, "out of two merged key blocks");
-  expect_close(lse2, ref.lse, 1e-5, "lse of two merged key blocks");
+  expect_close(out2, c.ref.out, 1e-5, "out of two merged key blocks");
+  expect_close(lse2, c.ref.lse, 1e-5, "lse of two merged key blocks");
+  c.expect_backward_matches(out, lse);
+}
 
-  std::vector<float> delta(B * NH * Tq);
-  ops::attention_block_delta(delta.data(), dout.data(), out.data(), B, Tq, NH, HS);
-  // Start from ones: the backward must add, and leave the padding columns alone.
-  std::vector<float> dq(B * Tq * qs, 1.0f), dkv(B * Tk * kvs, 1.0f);
-  ops::attention_block_backward(dq.data(), qs, dkv.data() + k_off, dkv.data() + v_off, kvs, dout.data(), q.data(), qs,
-                           kv.data() + k_off, kv.data() + v_off, kvs, lse.data(), delta.data(), B, Tq, Tk, NH, NKV,
-                           HS, ops::BlockMask::full);
-  std::vector<double> dq_ref(ref.dq), dkv_ref(ref.dk);
-  for (auto& x : dq_ref) x += 1.0;
-  for (size_t i = 0; i < dkv_ref.size(); ++i) dkv_ref[i] += ref.dv[i] + 1.0;  // dk and dv occupy disjoint columns
-  expect_close(dq, dq_ref, 1e-4, "dq");
-  expect_close(dkv, dkv_ref, 1e-4, "dk, dv");
+// 1024 keys: the backward's probability rows get a padded stride (never 4 KiB apart).
+TEST(AttentionBlock, FullMaskOver1024KeysMatchesNaiveReference) {
+  const FullMaskCase c{1, 3, 1024, 2, 1, 8};
+  std::vector<float> out, lse;
+  c.forward(out, lse);
+  expect_close(out, c.ref.out, 1e-5, "out");
+  c.expect_backward_matches(out, lse);
 }
 
 }  // namespace
