@@ -6,8 +6,8 @@
 //    zeroes them. This makes residual branches and gradient accumulation free.
 //  * Through a CpuBackend no op allocates after its first call with a given size: the kernels' scratch
 //    is the backend's (cpu/cpu_workspace.h) and only grows. The free functions below of the ops that
-//    need scratch (rope, attention, the reduced-precision matmuls) take a fresh one per call: for
-//    tests and one-off calls, not for a loop.
+//    need scratch (rope, attention, the linear layer and the reduced-precision matmuls: cpu/sgemm_padded.h,
+//    cpu/matmul_lowp.h) take a fresh one per call: for tests and one-off calls, not for a loop.
 //  * Results depend only on inputs and the OpenMP thread count (no atomics in reductions).
 #pragma once
 #include <cstdint>

@@ -46,15 +46,17 @@ double seconds_of(const std::function<void()>& fn, int reps) {
   return best;
 }
 
-// The calibration_matmul_shape for s, forward and backward, as the layers call them.
+// The calibration_matmul_shape for s, forward and backward, as the layers call them: through a
+// CpuBackend, whose workspace keeps sgemm's padded copies between calls (sgemm_padded.h).
 double matmul_rate(int64_t s, int64_t width, int reps) {
   const MatmulShape shape = calibration_matmul_shape(s, width);
   const int64_t N = shape.rows, C = shape.in, OC = shape.out;
   std::vector<float> x(N * C, 0.5f), w(OC * C, 0.25f), y(N * OC), dy(N * OC, 0.1f), dx(N * C), dw(OC * C);
+  CpuBackend backend;
   const double t = seconds_of(
       [&] {
-        ops::matmul_forward(y.data(), x.data(), w.data(), nullptr, N, C, OC);
-        ops::matmul_backward(dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), N, C, OC);
+        backend.matmul_forward(y.data(), x.data(), w.data(), nullptr, N, C, OC);
+        backend.matmul_backward(dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), N, C, OC);
       },
       reps);
   return 3 * 2.0 * N * C * OC / t;

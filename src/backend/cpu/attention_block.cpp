@@ -34,9 +34,6 @@ double dot(const float* a, const float* b, int64_t n) {
   return acc;
 }
 
-// A row stride of at least n floats: n, or the next one whose rows are not a multiple of 4 KiB apart.
-int64_t padded_stride(int64_t n) { return n % 1024 == 0 ? detail::unaliased_ld(n) : n; }
-
 // The scale of ops::attention_forward (a float), so both agree on the scores to the last bit of scale.
 double attention_scale(int64_t HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }
 
@@ -131,12 +128,12 @@ void attention_block_backward(float* dq, int64_t dq_stride, float* dk, float* dv
     float* dvb = dv + b * Tk * dkv_stride + g * HS;
     // Rows of P and dS are `ld` apart: never a multiple of 4 KiB, or the products reading them
     // transposed (dv, dk) run at 0.4x speed under oneDNN's AVX2 kernels (sgemm_padded.h).
-    const size_t block = static_cast<size_t>(std::min(kTile, Tq) * (Tk + 32));  // padded_stride(nk) <= Tk + 31
+    const size_t block = static_cast<size_t>(std::min(kTile, Tq) * (Tk + 16));  // unaliased_stride(nk) <= nk + 16
     std::vector<float> p(block), dp(block);
     for (int64_t h = g * group; h < (g + 1) * group; ++h)
       for (int64_t i0 = 0; i0 < Tq; i0 += kTile) {
         const int64_t rows = std::min(kTile, Tq - i0);
-        const int64_t nk = mask == BlockMask::causal ? i0 + rows : Tk, ld = padded_stride(nk);
+        const int64_t nk = mask == BlockMask::causal ? i0 + rows : Tk, ld = detail::unaliased_stride(nk);
         const float* qt = q + (b * Tq + i0) * q_stride + h * HS;
         const float* dot_ = dout + (b * Tq + i0) * CO + h * HS;
         // P = exp(scale q k^T - lse) (the final lse: this pair's slice of the whole softmax), dP = dout v^T.

@@ -8,7 +8,7 @@
 //    weight gradient); with N >= 384, or the AVX-512 kernels, A is read at full speed.
 //  * B of A B^T (a linear layer's forward, B its weight): under the AVX-512 kernels 2048 x 256 x 1024
 //    132 -> 151, 4096 x 256 x 1024 151 -> 185, GPT-2's MLP projection 1024 x 768 x 3072 172 -> 199;
-//    under AVX2 0-9 % faster.
+//    under AVX2 between 2 % slower (GPT-2's) and 9 % faster.
 // Copying the other operand, or either one of A B, gained nothing that paid for the copy.
 // A is copied by slabs of its columns (C's rows), so the scratch stays bounded; B whole, when small.
 #include "backend/cpu/sgemm_padded.h"
@@ -24,7 +24,6 @@
 namespace tessera::ops {
 namespace {
 
-constexpr int64_t kAliasFloats = 4096 / sizeof(float);  // rows this far apart share their L1 set
 constexpr int64_t kScratchFloats = int64_t{4} << 20;     // 16 MiB: a slab of A (plus its padding), or B
 
 // dst (rows, cols; leading dimension ld) = src (rows, cols; leading dimension lds).
@@ -43,12 +42,14 @@ bool onednn_runs_avx2() {
   return (isa & avx512) != avx512;
 }
 
+bool rows_alias(int64_t ld) { return ld % static_cast<int64_t>(4096 / sizeof(float)) == 0; }
+
 bool pads_transposed_a(bool onednn_avx2, bool trans_a, bool trans_b, int64_t N, int64_t K, int64_t lda) {
-  return onednn_avx2 && trans_a && !trans_b && N < 384 && K >= 16 && lda % kAliasFloats == 0;
+  return onednn_avx2 && trans_a && !trans_b && N < 384 && K >= 16 && rows_alias(lda);
 }
 
 bool pads_transposed_b(bool trans_a, bool trans_b, int64_t N, int64_t K, int64_t ldb) {
-  return !trans_a && trans_b && K >= 16 && ldb % kAliasFloats == 0 && N * unaliased_ld(K) <= kScratchFloats;
+  return !trans_a && trans_b && K >= 16 && rows_alias(ldb) && N * unaliased_ld(K) <= kScratchFloats;
 }
 
 int64_t unaliased_ld(int64_t cols) {
@@ -56,6 +57,8 @@ int64_t unaliased_ld(int64_t cols) {
   const int64_t lines = (cols + kLine - 1) / kLine;
   return (lines % 2 == 1 ? lines : lines + 1) * kLine;
 }
+
+int64_t unaliased_stride(int64_t cols) { return rows_alias(cols) ? unaliased_ld(cols) : cols; }
 
 }  // namespace detail
 

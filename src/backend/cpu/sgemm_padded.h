@@ -26,9 +26,14 @@ bool onednn_runs_avx2();
 // B of A B^T (a linear layer's weight in its forward) of at most 16 MiB once padded.
 bool pads_transposed_a(bool onednn_avx2, bool trans_a, bool trans_b, int64_t N, int64_t K, int64_t lda);
 bool pads_transposed_b(bool trans_a, bool trans_b, int64_t N, int64_t K, int64_t ldb);
+// Whether rows `ld` floats apart are a multiple of 4 KiB apart (every row of a column walk in one L1 set).
+bool rows_alias(int64_t ld);
 // A leading dimension >= cols whose rows are an odd number of 64-byte lines apart (every row of a
 // column walk lands in a different L1 set).
 int64_t unaliased_ld(int64_t cols);
+// cols itself, or unaliased_ld(cols) where rows cols apart would alias (at most cols + 16): the row
+// stride for a buffer of our own that a transposed product reads (ring attention's probabilities).
+int64_t unaliased_stride(int64_t cols);
 }  // namespace detail
 
 }  // namespace tessera::ops

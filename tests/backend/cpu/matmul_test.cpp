@@ -129,6 +129,10 @@ TEST(SgemmPadded, PadsOnlyATransposedOperandWhoseRowsAlias) {
   EXPECT_EQ(ops::detail::unaliased_ld(1040), 1040);
   EXPECT_EQ(ops::detail::unaliased_ld(1000), 1008);
   EXPECT_EQ(ops::detail::unaliased_ld(16), 16);
+  // A buffer's own row stride: changed only where its rows would alias.
+  EXPECT_EQ(ops::detail::unaliased_stride(1024), 1040);
+  EXPECT_EQ(ops::detail::unaliased_stride(3072), 3088);
+  EXPECT_EQ(ops::detail::unaliased_stride(1000), 1000);
 }
 
 size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
