@@ -58,14 +58,25 @@ std::vector<float> pseudo_random(size_t n, uint32_t seed) {
 int main(int argc, char** argv) {
   std::string cpu_isa = "auto", json_path;
   int reps = 7, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  constexpr const char* kUsage =
+      "usage: bench_sgemm_padded [--cpu-isa auto|avx2|avx512|avx512_bf16] [--reps R] [--threads T] [--json path]\n";
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n%s", k.c_str(), kUsage);
+      return 2;
+    }
+    const std::string v = argv[i + 1];
     if (k == "--cpu-isa") cpu_isa = v;
     else if (k == "--reps") reps = std::max(1, std::atoi(v.c_str()));
     else if (k == "--threads") threads = std::atoi(v.c_str());
     else if (k == "--json") json_path = v;
     else {
-      std::fprintf(stderr, "unknown flag %s (usage: see the top of bench/sgemm_padded.cpp)\n", k.c_str());
+      std::fprintf(stderr, "unknown flag %s\n%s", k.c_str(), kUsage);
       return 2;
     }
   }
