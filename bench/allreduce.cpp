@@ -19,6 +19,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/memory.h"
+#include "bench_flags.h"
 #include "mpi_timing.h"
 
 using namespace tessera;
@@ -27,8 +28,12 @@ using bench::median;
 using bench::time_once;
 
 int main(int argc, char** argv) {
+  std::string out_path = "bench_allreduce.json";
+  const bench::Flags flags =
+      bench::Flags("bench_allreduce", "Run under mpirun -np N: the Communicator's all-reduce against raw MPI_Allreduce.")
+          .positional("OUT.json", &out_path, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
   MpiRuntime mpi;
-  std::string out_path = argc > 1 ? argv[1] : "bench_allreduce.json";
   auto made = MpiCommunicator::create_world();
   if (!made.ok()) abort_job(made.status());
   MpiCommunicator& comm = **made;

@@ -19,6 +19,7 @@
 #include "checkpoint/format.h"
 #include "model/config.h"
 #include "model/param_layout.h"
+#include "bench_flags.h"
 
 using namespace tessera;
 
@@ -29,12 +30,13 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 int main(int argc, char** argv) {
   std::string model = "gpt2", json_path = "bench/results/checkpoint_fingerprint.json";
   int reps = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--model") model = argv[i + 1];
-    else if (a == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (a == "--json") json_path = argv[i + 1];
-  }
+  const bench::Flags flags =
+      bench::Flags("bench_checkpoint_fingerprint", "The checkpoint fingerprint's cost on a model's tensors, against xxh64.")
+          .option("--model", &model, "model preset")
+          .option("--reps", &reps, "timings of each (the fastest is kept)")
+          .option("--json", &json_path, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  reps = std::max(1, reps);
   auto cfg = model_preset(model);
   if (!cfg.ok()) {
     std::fprintf(stderr, "%s\n", cfg.status().message().c_str());

@@ -23,6 +23,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/memory.h"
+#include "bench_flags.h"
 #include "mpi_timing.h"
 
 using namespace tessera;
@@ -49,9 +50,19 @@ void wait_raw(MPI_Request* req) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  int64_t max_bytes_arg = int64_t{4} << 20;
+  std::string out_path = "bench_iallreduce_in_place.json";
+  const bench::Flags flags =
+      bench::Flags("bench_iallreduce_in_place", "Run under mpirun -np N: non-blocking all-reduce in place against out of place.")
+          .positional("MAX_BYTES", &max_bytes_arg, "largest message")
+          .positional("OUT.json", &out_path, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  if (max_bytes_arg < 4) {
+    std::fprintf(stderr, "bench_iallreduce_in_place: MAX_BYTES must be at least 4\n%s", flags.usage().c_str());
+    return 2;
+  }
+  const auto max_bytes = static_cast<size_t>(max_bytes_arg);
   MpiRuntime mpi;
-  const size_t max_bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : size_t{4} << 20;
-  const std::string out_path = argc > 2 ? argv[2] : "bench_iallreduce_in_place.json";
   auto made = MpiCommunicator::create_world();
   if (!made.ok()) abort_job(made.status());
   MpiCommunicator& comm = **made;

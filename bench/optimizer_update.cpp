@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "bench_flags.h"
 #include "timing.h"
 
 namespace {
@@ -64,18 +65,21 @@ void update_folded(State& s, int dp, int64_t step) {
 int main(int argc, char** argv) {
   int64_t params = 14'300'000;
   int dp = 2, reps = 9, threads = 1;
-  std::string json;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k == "--params") params = std::atoll(argv[i + 1]);
-    else if (k == "--dp") dp = std::atoi(argv[i + 1]);
-    else if (k == "--reps") reps = std::atoi(argv[i + 1]);
-    else if (k == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (k == "--json") json = argv[i + 1];
-    else {
-      std::fprintf(stderr, "bench_optimizer_update: unknown option %s (see the usage at the top of bench/optimizer_update.cpp)\n", k.c_str());
-      return 2;
-    }
+  std::string json, cpu_isa = "auto";
+  const bench::Flags flags =
+      bench::Flags("bench_optimizer_update", "A data-parallel rank's update after the exchange: separate passes against one folded pass.")
+          .option("--params", &params, "parameters (14.3M: bench-small)")
+          .option("--dp", &dp, "data-parallel ranks the summed gradient came from")
+          .option("--reps", &reps, "timed pairs (medians)")
+          .option("--threads", &threads, "OpenMP threads")
+          .cpu_isa(&cpu_isa)
+          .option("--json", &json, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
+  if (params < 1 || dp < 1 || reps < 1 || threads < 1) {
+    std::fprintf(stderr, "bench_optimizer_update: --params, --dp, --reps and --threads must be at least 1\n%s",
+                 flags.usage().c_str());
+    return 2;
   }
   omp_set_num_threads(threads);
   State passes(params), folded(params);

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
+
 namespace {
 
 constexpr int kWindow = 8;
@@ -58,25 +60,24 @@ double measure(int rank, size_t bytes, bool both_ways, double seconds, std::vect
 }  // namespace
 
 int main(int argc, char** argv) {
+  double seconds = 1.0;
+  int64_t max_bytes_arg = int64_t{4} << 20;
+  std::string json_path;
+  const tessera::bench::Flags flags =
+      tessera::bench::Flags("bench_p2p_bandwidth", "Run under mpirun -np 2: raw MPI point-to-point bandwidth between ranks 0 and 1.")
+          .option("--seconds", &seconds, "time per message size")
+          .option("--max-bytes", &max_bytes_arg, "largest message")
+          .option("--json", &json_path, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  if (seconds <= 0) {
+    std::fprintf(stderr, "bench_p2p_bandwidth: --seconds must be above 0\n%s", flags.usage().c_str());
+    return 2;
+  }
+  const auto max_bytes = static_cast<size_t>(max_bytes_arg);
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  double seconds = 1.0;
-  size_t max_bytes = size_t{4} << 20;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
-      seconds = std::atof(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
-      max_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      if (rank == 0) std::fprintf(stderr, "usage: %s [--seconds S] [--max-bytes B] [--json out.json]\n", argv[0]);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-  }
   if (size < 2) {
     std::fprintf(stderr, "bench_p2p_bandwidth needs at least 2 ranks (mpirun -np 2); got %d\n", size);
     MPI_Abort(MPI_COMM_WORLD, 2);

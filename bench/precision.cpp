@@ -27,6 +27,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
+#include "bench_flags.h"
 
 using namespace tessera;
 
@@ -97,26 +98,23 @@ int main(int argc, char** argv) {
   int64_t B = 2, T = 256;
   float lr = 1e-3f;
   bool fp16 = false, skip_train = false, linears_only = false;
-  std::string model = "bench-small", json;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (a == "--threads") threads = std::stoi(next());
-    else if (a == "--reps") reps = std::stoi(next());
-    else if (a == "--steps") steps = std::stoi(next());
-    else if (a == "--batch") B = std::stoll(next());
-    else if (a == "--seq") T = std::stoll(next());
-    else if (a == "--lr") lr = std::stof(next());
-    else if (a == "--model") model = next();
-    else if (a == "--fp16") fp16 = true;
-    else if (a == "--skip-train") skip_train = true;
-    else if (a == "--linears-only") linears_only = true;
-    else if (a == "--json") json = next();
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
+  std::string model = "bench-small", json, cpu_isa = "auto";
+  const bench::Flags flags =
+      bench::Flags("bench_precision", "Matmul speed and a training run in fp32 against bf16 (and fp16).")
+          .option("--threads", &threads, "OpenMP threads")
+          .option("--reps", &reps, "timings of each matmul (the fastest is kept)")
+          .option("--model", &model, "model preset")
+          .option("--batch", &B, "sequences per step")
+          .option("--seq", &T, "tokens per sequence")
+          .option("--steps", &steps, "training steps of each precision")
+          .option("--lr", &lr, "learning rate of the training runs")
+          .toggle("--fp16", &fp16, "also train in fp16 with loss scaling")
+          .toggle("--skip-train", &skip_train, "matmuls only")
+          .toggle("--linears-only", &linears_only, "only the model's linear layers, then stop")
+          .cpu_isa(&cpu_isa)
+          .option("--json", &json, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   omp_set_num_threads(threads);
   // The matmuls below run on one backend (its workspace and its bf16 switch), as a training run's do.
   CpuBackend cpu;

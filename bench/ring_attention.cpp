@@ -27,6 +27,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "parallel/context_parallel.h"
+#include "bench_flags.h"
 #include "timing.h"
 
 using namespace tessera;
@@ -51,18 +52,19 @@ double max_over(Communicator& world, double x) { return reduce_over(world, x, Re
 int main(int argc, char** argv) {
   int64_t T = 2048, B = 1;
   int layers = 2, steps = 3, threads = 1;
-  std::string mode_name = "ring", json_path;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--seq") T = std::stoll(v);
-    else if (k == "--batch") B = std::stoll(v);
-    else if (k == "--layers") layers = std::stoi(v);
-    else if (k == "--steps") steps = std::stoi(v);
-    else if (k == "--threads") threads = std::stoi(v);
-    else if (k == "--mode") mode_name = v;
-    else if (k == "--json") json_path = v;
-    else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
-  }
+  std::string mode_name = "ring", json_path, cpu_isa = "auto";
+  const bench::Flags flags =
+      bench::Flags("bench_ring_attention", "Run under mpirun -np P: how much of ring attention's exchange hides behind attention.")
+          .option("--seq", &T, "tokens per sequence (split over the ranks)")
+          .option("--layers", &layers, "layers of the bench-small-width model")
+          .option("--batch", &B, "sequences per step")
+          .option("--steps", &steps, "timed steps (medians)")
+          .option("--mode", &mode_name, "ring or ulysses")
+          .option("--threads", &threads, "OpenMP threads per rank")
+          .cpu_isa(&cpu_isa)
+          .option("--json", &json_path, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   MpiRuntime mpi;
   omp_set_num_threads(threads);
   auto world_or = MpiCommunicator::create_world();

@@ -21,6 +21,7 @@
 #include "backend/cpu/sgemm_padded.h"
 #include "backend/cpu_isa.h"
 #include "backend/ops.h"
+#include "bench_flags.h"
 #include "timing.h"
 
 namespace {
@@ -58,34 +59,17 @@ std::vector<float> pseudo_random(size_t n, uint32_t seed) {
 int main(int argc, char** argv) {
   std::string cpu_isa = "auto", json_path;
   int reps = 7, threads = 0;
-  constexpr const char* kUsage =
-      "usage: bench_sgemm_padded [--cpu-isa auto|avx2|avx512|avx512_bf16] [--reps R] [--threads T] [--json path]\n";
-  for (int i = 1; i < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k == "--help" || k == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n%s", k.c_str(), kUsage);
-      return 2;
-    }
-    const std::string v = argv[i + 1];
-    if (k == "--cpu-isa") cpu_isa = v;
-    else if (k == "--reps") reps = std::max(1, std::atoi(v.c_str()));
-    else if (k == "--threads") threads = std::atoi(v.c_str());
-    else if (k == "--json") json_path = v;
-    else {
-      std::fprintf(stderr, "unknown flag %s\n%s", k.c_str(), kUsage);
-      return 2;
-    }
-  }
-  if (const Status s = select_cpu_isa(cpu_isa); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
-    return 2;
-  }
+  const bench::Flags flags =
+      bench::Flags("bench_sgemm_padded", "The matmuls whose transposed operand aliases, plain sgemm against the backend's.")
+          .cpu_isa(&cpu_isa)
+          .option("--reps", &reps, "timed calls of each (medians)")
+          .option("--threads", &threads, "OpenMP threads (0: OpenMP's default)")
+          .option("--json", &json_path, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
+  reps = std::max(1, reps);
   if (threads > 0) omp_set_num_threads(threads);
-  std::printf("CPU kernels %s; %d threads\n", cpu_isa_summary().c_str(), omp_get_max_threads());
+  std::printf("%d threads\n", omp_get_max_threads());
   std::printf("%-30s %-3s %5s %5s %5s  %6s  %9s %9s  %s\n", "matmul", "op", "M", "N", "K", "copies", "plain ms",
               "padded ms", "plain/padded");
   CpuBackend be;

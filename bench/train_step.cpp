@@ -35,6 +35,7 @@
 #include "parallel/model_parallel_sync.h"
 #include "parallel/pipeline_runner.h"
 #include "train/train_step.h"
+#include "bench_flags.h"
 
 using namespace tessera;
 using Clock = std::chrono::steady_clock;
@@ -47,30 +48,23 @@ int main(int argc, char** argv) {
   std::string model = "bench-tiny", json_path, cpu_isa = "auto", device_name_arg = "cpu", precision_arg = "fp32";
   int64_t B = 8, T = 256;
   int threads = 1, steps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model") model = v;
-    else if (k == "--batch") B = std::stoll(v);
-    else if (k == "--seq") T = std::stoll(v);
-    else if (k == "--threads") threads = std::stoi(v);
-    else if (k == "--steps") steps = std::stoi(v);
-    else if (k == "--json") json_path = v;
-    else if (k == "--cpu-isa") cpu_isa = v;
-    else if (k == "--device") device_name_arg = v;
-    else if (k == "--precision") precision_arg = v;
-    else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
-  }
-  // Before any kernel or oneDNN call (oneDNN takes its ISA cap only before its first use).
-  if (const Status s = select_cpu_isa(cpu_isa); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
-    return 2;
-  }
+  const bench::Flags flags = bench::Flags("bench_train_step", "One training step of a model: tokens/s, MFU, memory, a breakdown.")
+                                 .option("--model", &model, "model preset")
+                                 .option("--batch", &B, "sequences per step")
+                                 .option("--seq", &T, "tokens per sequence")
+                                 .option("--threads", &threads, "OpenMP threads")
+                                 .option("--steps", &steps, "timed steps (the median is reported)")
+                                 .cpu_isa(&cpu_isa)
+                                 .option("--precision", &precision_arg, "fp32 or bf16 (train.precision)")
+                                 .option("--device", &device_name_arg, "cpu or cuda")
+                                 .option("--json", &json_path, "write the results here");
+  if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
+  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   const auto precision = parse_precision(precision_arg);
   if (!precision.ok() || precision.value() == Precision::fp16) {  // fp16 needs the trainer's loss scaler
     std::fprintf(stderr, "--precision %s: the step benchmark runs fp32 or bf16\n", precision_arg.c_str());
     return 2;
   }
-  std::printf("CPU kernels %s\n", cpu_isa_summary().c_str());
   MpiRuntime mpi;  // a world of one: the step's data-parallel strategy then never communicates
   omp_set_num_threads(threads);
   auto cfg_or = model_preset(model);

@@ -33,7 +33,7 @@ struct StepParts {
   Communicator* world = nullptr;
   // Runs before the optimizer changes the parameters (an asynchronous save still writing them from
   // the live buffers); returns the seconds it waited.
-  std::function<double()> before_update;
+  std::function<double()> before_update = {};
   // train.on_anomaly: checks the step before its update (nullptr: no check).
   AnomalyGuard* guard = nullptr;
 };
