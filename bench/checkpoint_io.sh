@@ -10,7 +10,9 @@
 # Usage: [MODEL=...] [TOKENS=...] bench/checkpoint_io.sh [build_dir] [dir]
 # (dir: where checkpoints are written; default a temp directory on the run directory's disk).
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 MODEL=${MODEL:-bench-small}  # e.g. MODEL=gpt2 for a 1.5 GB checkpoint
 TOKENS=${TOKENS:-64}         # tokens per rank and step (64-token micro-batches): longer steps let an
                              # asynchronous save write from the live buffers while the next step computes

@@ -26,11 +26,13 @@
 # only reports (a ratio below 1 on a noisy machine is not by itself a regression).
 # Writes bench/results/compare_with_commit.json (git-ignored); nothing else inside the repository.
 set -euo pipefail
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "compare_with_commit: error: $*" >&2; exit 2; }
 say() { echo "== $*"; }
-[[ $# -ge 1 && $# -le 2 && $1 != -h && $1 != --help ]] || usage
+[[ $# -ge 1 && $# -le 2 ]] || usage
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3

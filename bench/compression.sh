@@ -9,7 +9,9 @@
 #        METHODS="none bf16 topk powersgd onebit"  MPIRUN_ARGS="..." (extra mpirun arguments, e.g.
 #        "--mca btl tcp,self" or -x VAR for a throttled-network bed)  OUT_JSON=... (result file)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-30}
 NP=${NP:-2}; MB=${MB:-4}; SEQ=${SEQ:-256}; MODEL=${MODEL:-bench-small}; EVAL_BATCHES=${EVAL_BATCHES:-8}
 TOPK=${TOPK:-0.01}; RANK=${RANK:-4}; BIND=${BIND:-core}

@@ -6,9 +6,10 @@
 # and the memory planner's prediction. Writes bench/results/context_parallel_memory.json.
 # Usage: bench/context_parallel_memory.sh [build_dir] [seq_len]
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 SEQ=${2:-512}
-BUILD=$(cd "$BUILD" && pwd)
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 CONFIG=$HERE/tests/configs/tiny.toml

@@ -6,7 +6,9 @@
 # bench/results/dp_overlap.json.
 # Usage: bench/dp_overlap.sh [build_dir] [steps]   (env: SEQ=512 MB=8 MODEL=bench-small BINDS="core none")
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-8}
 SEQ=${SEQ:-512}; MB=${MB:-8}; MODEL=${MODEL:-bench-small}; BINDS=${BINDS:-"core none"}
 HERE=$(cd "$(dirname "$0")/.." && pwd)

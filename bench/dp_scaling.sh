@@ -5,7 +5,9 @@
 # bench/results/dp_scaling.json. Target: ratio >= 1.85.
 # Usage: bench/dp_scaling.sh [build_dir] [steps]   (env: SEQ=512 MB=8 MODEL=bench-small BIND=core REPS=2)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-6}
 SEQ=${SEQ:-512}; MB=${MB:-8}; MODEL=${MODEL:-bench-small}; BIND=${BIND:-core}; REPS=${REPS:-2}
 source "$(dirname "$0")/lib.sh"

@@ -8,10 +8,11 @@
 # Writes bench/results/expert_parallel.json.
 # Usage: bench/expert_parallel.sh [build_dir] [steps=8]   (env: E=8 K=2 F=384 REPS=2)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-8}
 E=${E:-8}; K=${K:-2}; F=${F:-384}; REPS=${REPS:-2}
-BUILD=$(cd "$BUILD" && pwd)
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 B=8; T=256; C=256; L=4

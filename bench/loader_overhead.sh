@@ -4,8 +4,11 @@
 # Usage: bench/loader_overhead.sh [tessera binary] [steps] [threads]
 #   DATA=<dir>  reuse a KJV dataset prepared with --tokenizer bpe --vocab-size 8192 (made if absent)
 set -euo pipefail
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 TESSERA=$(readlink -f "${1:-$HERE/build/src/cli/tessera}")
+[[ -x $TESSERA ]] || { echo "loader_overhead.sh: no tessera binary at '$TESSERA': build first (scripts/build.sh), or give the binary as the first argument" >&2; exit 2; }
 STEPS=${2:-10}
 THREADS=${3:-0}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tessera_loader_bench.XXXXXX")

@@ -21,7 +21,9 @@
 #    <name>_trace_<label>.json instead of model_parallel;
 #    TABLE_ONLY=1 re-derives the table and summary from the runs stored in the JSON, running nothing)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-12}
 MODEL=${MODEL:-bench-small}; SEQ=${SEQ:-128}; MB=${MB:-4}; ACCUM=${ACCUM:-4}; REPS=${REPS:-2}
 BIND=${BIND:-core}; TIMEOUT=${TIMEOUT:-180}

@@ -13,7 +13,9 @@
 # Model: tiny (GPT-2 family, C=64, NH=4) with 4 layers, seq_len 64, micro_batch 4, 1 thread per rank.
 # Writes bench/results/model_parallel_memory.json.  Usage: bench/model_parallel_memory.sh [build_dir]
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 source "$(dirname "$0")/lib.sh"
 run() {  # label np overrides...
   local label=$1 np=$2; shift 2

@@ -6,10 +6,11 @@
 # times the MLP parameters). tokens/s from the trainer's "done:" line. Writes bench/results/moe_vs_dense.json.
 # Usage: bench/moe_vs_dense.sh [build_dir] [steps=12]   (env: E=8 K=2 F=384 THREADS=2 REPS=2)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-12}
 E=${E:-8}; K=${K:-2}; F=${F:-384}; THREADS=${THREADS:-2}; REPS=${REPS:-2}
-BUILD=$(cd "$BUILD" && pwd)
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 BASE="model.preset=tiny-llama model.n_layer=4 model.d_model=256 model.n_head=4 model.n_kv_head=4 model.max_seq_len=256

@@ -10,7 +10,9 @@
 # Writes bench/results/param_server.json.
 # Usage: bench/param_server.sh [build_dir]   (env: STEPS=20 MB=4 SEQ=256 EVAL_BATCHES=8 STALENESS=2 FACTOR=2)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${STEPS:-20}; MB=${MB:-4}; SEQ=${SEQ:-256}; EVAL_BATCHES=${EVAL_BATCHES:-8}; STALENESS=${STALENESS:-2}
 FACTOR=${FACTOR:-2}; MODEL=bench-small; W=3
 source "$(dirname "$0")/lib.sh"

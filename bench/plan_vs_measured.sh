@@ -9,7 +9,9 @@
 #   (env: TARGET=0.10 relative error allowed; TIMEOUT=240 per run; ONLY=label,label to run a subset;
 #    RESULT=name: bench/results/<name>.json instead)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-3}
 TARGET=${TARGET:-0.10}
 TIMEOUT=${TIMEOUT:-240}

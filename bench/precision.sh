@@ -5,7 +5,9 @@
 # largest relative loss difference per step. Writes bench/results/precision.json.
 # Usage: bench/precision.sh [build_dir] [steps]   (env: THREADS=2 BATCH=2 SEQ=256 FP16=1 for fp16 + loss scaling)
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-200}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$HERE/bench/results"

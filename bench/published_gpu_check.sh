@@ -14,7 +14,9 @@
 #   env: HARDWARE=configs/hardware/a100-80gb-8x.toml, RESULT=bench/results/published_gpu_check.json,
 #        MAX_ERROR=0.20 (exit 1 when a row's |error| is above it; the test suite runs it so)
 set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 HW=${HARDWARE:-$HERE/configs/hardware/a100-80gb-8x.toml}
 RESULT=${RESULT:-$HERE/bench/results/published_gpu_check.json}

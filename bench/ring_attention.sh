@@ -4,7 +4,9 @@
 # writes bench/results/ring_attention.json (the runs' JSON in a list).
 # Usage: bench/ring_attention.sh [build_dir] [steps=3]
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-3}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$(cd "$BUILD" && pwd)/bench/bench_ring_attention

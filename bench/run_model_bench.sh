@@ -15,7 +15,9 @@
 #                              against PyTorch's torch.autocast (--autocast bf16), at the native level only;
 #                              default fp32 and, where the CPU multiplies bf16 natively (level avx512_bf16), bf16
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-5}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 RESULT_NAME=${RESULT_NAME:-model_bench}

@@ -10,7 +10,9 @@
 #   MODEL="model.preset=bench-small data.seq_len=128 train.batch_tokens=2048": another model and batch,
 #   calibrated for that model (`plan --calibrate --config`); RESULT=name: bench/results/<name>.json)
 set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-10}
 RANKS=${RANKS:-4}
 source "$(dirname "$0")/lib.sh"

@@ -10,7 +10,9 @@
 #        DATA=<dir> reuses a KJV dataset prepared with --tokenizer bpe --vocab-size 8192
 # Writes bench/results/slow_network.json (+ each run's log and metrics in slow_network_logs/), prints the table.
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-8}
 RATE=${RATE:-100mbit}; RANKS=${RANKS:-4}; MODEL=${MODEL:-bench-small}; SEQ=${SEQ:-256}; MB=${MB:-2}
 HERE=$(cd "$(dirname "$0")/.." && pwd)

@@ -18,7 +18,9 @@
 # The bf16 rows get a file of their own, calibrated for the model at train.precision = "bf16" (its probe
 # then rounds operands as those runs do; docs/config.md): one file per precision, as a user would.
 set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 STEPS=${2:-30}
 TARGET=${TARGET:-0.15}
 TIMEOUT=${TIMEOUT:-300}

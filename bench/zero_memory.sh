@@ -10,7 +10,9 @@
 # micro_batch 1, one micro-batch per step, 3 steps, 1 thread per rank. Writes bench/results/zero_memory.json.
 # Usage: bench/zero_memory.sh [build_dir]
 set -euo pipefail
-BUILD=${1:-build}
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILD=$(bench_build_dir "${1:-build}")
 source "$(dirname "$0")/lib.sh"
 for dp in 1 2 4; do
   for zero in 0 1 2 3; do

@@ -7,7 +7,10 @@
 # side, interleaved rep by rep (the best tok/s of REPS kept). Writes bench/results/zero_page_faults.json.
 # Usage: bench/zero_page_faults.sh [build_dir ...]   (env: STEPS=8, REPS=2)
 set -euo pipefail
-BUILDS=("${@:-build}")
+source "$(dirname "$0")/script_args.sh"
+bench_help_or_go_on "$@"
+BUILDS=()
+for b in "${@:-build}"; do BUILDS+=("$(bench_build_dir "$b")"); done
 BUILD=${BUILDS[0]}
 STEPS=${STEPS:-8}
 REPS=${REPS:-2}

@@ -41,3 +41,21 @@ rc=$?
 "$opt" --params 4096 --reps 1 --cpu-isa avx2 >"$WORK/out" 2>&1 || fail "bench_optimizer_update --cpu-isa avx2 exited $?: $(cat "$WORK/out")"
 grep -q "^CPU kernels avx2 (forced" "$WORK/out" || fail "bench_optimizer_update did not run at the forced level: $(head -2 "$WORK/out")"
 echo "ok: number check and a run at --cpu-isa avx2"
+# The benchmark scripts: --help prints the opening comment (exit 0), an option where the build
+# directory goes is refused (exit 2), and so is a build directory without the tessera binary.
+SCRIPTS=$(cd "$(dirname "$0")/../../bench" && pwd)
+for s in "$SCRIPTS"/*.sh; do
+  name=$(basename "$s")
+  [[ $name == lib.sh || $name == script_args.sh ]] && continue
+  bash "$s" --help >"$WORK/out" 2>&1 || fail "$name --help exited $?"
+  first=$(sed -n '2s/^# \{0,1\}//p' "$s")
+  [[ $(head -1 "$WORK/out") == "$first" ]] || fail "$name --help did not print its opening comment: $(head -1 "$WORK/out")"
+  bash "$s" --no-such-option >"$WORK/out" 2>&1
+  rc=$?
+  [[ $rc == 2 ]] && grep -q -- "unknown option '--no-such-option'" "$WORK/out" || fail "$name --no-such-option: exit $rc, $(head -1 "$WORK/out")"
+  [[ $name == compare_with_commit.sh ]] && continue  # its first argument is a commit
+  bash "$s" "$WORK/no-build" >"$WORK/out" 2>&1
+  rc=$?
+  [[ $rc == 2 ]] && grep -q "no tessera binary" "$WORK/out" || fail "$name with a missing build directory: exit $rc, $(head -1 "$WORK/out")"
+done
+echo "ok: the benchmark scripts' --help and refusals"
