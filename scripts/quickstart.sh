@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The default job: install what is missing, build, prepare the King James Bible (Debian's bible-kjv,
 # no download) with a 4096-piece BPE tokenizer, train the default model, and print sampled text.
+# Usage: scripts/quickstart.sh [key=value ...]   (overrides of configs/default.toml, e.g. train.steps=100)
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite (unit, PyTorch parity, multi-rank MPI).
+# Usage: scripts/test.sh [ctest arguments ...]   (e.g. -R 'SgemmPadded' to run only the tests it matches)
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
@@ -14,4 +16,4 @@ export OMP_WAIT_POLICY=PASSIVE OMPI_MCA_mpi_yield_when_idle=1
 # the measurement), and Open MPI is told the transport it picks here anyway (ob1: shared memory, TCP)
 # instead of probing the others first (~0.2 s a launch).
 export TESSERA_HARDWARE="$PWD/configs/hardware/cpu-2core.toml" OMPI_MCA_pml=ob1
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j2 --timeout 300
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j2 --timeout 300 "$@"
