@@ -15,7 +15,7 @@ namespace tessera {
 // Seconds of one step (or the mean over steps) on one rank.
 struct RankStepTime {
   double compute_s = 0;  // step time minus the two waits below
-  double wait_s = 0;     // blocked in communication: gradient sync, parameter sync, loss average
+  double wait_s = 0;     // blocked on other ranks: collectives, cp / ep exchanges, other pipeline stages
   double data_s = 0;     // blocked on this rank's data loader
   double step_s() const { return compute_s + wait_s + data_s; }
 };

@@ -43,6 +43,9 @@ class MicroBatchRunner {
   // The expert load of this rank's MoE layers over the last run()'s micro-batches (merged over the
   // model instances of one layer; empty for a dense model), then reset.
   virtual std::vector<Transformer::MoeLayerLoad> take_moe_load() { return {}; }
+  // Seconds blocked on other pipeline stages since the runner was made (receiving their activations
+  // and gradients, waiting for sends to them): the bubble and the pipeline messages. 0 without stages.
+  virtual double neighbour_wait_s() const { return 0; }
   // Factor on the loss gradient of every backward (fp16 loss scaling); 1 by default.
   void set_loss_scale(float scale) { loss_scale_ = scale; }
 

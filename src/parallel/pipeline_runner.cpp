@@ -64,10 +64,24 @@ struct PipelineRunner::Slot {
 };
 
 namespace {
+// Adds the seconds of its scope to `total`: a wait on the neighbouring stages.
+class NeighbourWait {
+ public:
+  explicit NeighbourWait(double& total) : total_(total), t0_(Timeline::now_s()) {}
+  ~NeighbourWait() { total_ += Timeline::now_s() - t0_; }
+  NeighbourWait(const NeighbourWait&) = delete;
+  NeighbourWait& operator=(const NeighbourWait&) = delete;
+
+ private:
+  double& total_;
+  double t0_;
+};
+
 // Waits for a buffer's sends before a pass writes it; the wait shows in the timeline when there is one.
-Status wait_before_writing(PendingSends& sends, Timeline& timeline) {
+Status wait_before_writing(PendingSends& sends, Timeline& timeline, double& waited) {
   if (sends.empty()) return Status::ok_status();
   TimelineSpan span(timeline, "send wait", "comm", 1);
+  NeighbourWait clock(waited);
   return sends.wait();
 }
 }  // namespace
@@ -128,14 +142,15 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
   switch (a.op) {
     case PipeOp::recv_activation: {
       // The input is sent nowhere, unless a chunk without layers passes its input on as its output.
-      if (model.stage_input() == model.stage_output()) TS_RETURN_IF_ERROR(wait_before_writing(slot.activation_sends, timeline));
+      if (model.stage_input() == model.stage_output()) TS_RETURN_IF_ERROR(wait_before_writing(slot.activation_sends, timeline, neighbour_wait_s_));
       TimelineSpan span(timeline, "recv activation", "comm", 1);
+      NeighbourWait clock(neighbour_wait_s_);
       const Status s = pp_.recv_async(model.stage_input(), act, DType::f32, a.peer_stage, kActivationTag).wait();
       if (!s.ok()) return Status(s.code(), where("receiving the activation", a.micro_batch, a.chunk) + ": " + s.message());
       return Status::ok_status();
     }
     case PipeOp::forward: {
-      TS_RETURN_IF_ERROR(wait_before_writing(slot.activation_sends, timeline));
+      TS_RETURN_IF_ERROR(wait_before_writing(slot.activation_sends, timeline, neighbour_wait_s_));
       TimelineSpan span(timeline, "forward", "compute");
       const size_t off = static_cast<size_t>(a.micro_batch * BT);
       const int32_t* tokens = first_virtual(a.chunk) ? inputs_.data() + off : nullptr;
@@ -151,12 +166,13 @@ Status PipelineRunner::run_action(const PipeAction& a, Timeline& timeline) {
     }
     case PipeOp::recv_gradient: {
       TimelineSpan span(timeline, "recv gradient", "comm", 1);
+      NeighbourWait clock(neighbour_wait_s_);
       const Status s = pp_.recv_async(model.stage_output_grad(), act, DType::f32, a.peer_stage, kGradientTag).wait();
       if (!s.ok()) return Status(s.code(), where("receiving the gradient", a.micro_batch, a.chunk) + ": " + s.message());
       return Status::ok_status();
     }
     case PipeOp::backward: {
-      TS_RETURN_IF_ERROR(wait_before_writing(slot.gradient_sends, timeline));
+      TS_RETURN_IF_ERROR(wait_before_writing(slot.gradient_sends, timeline, neighbour_wait_s_));
       TimelineSpan span(timeline, "backward", "compute");
       // The chunk's last backward communicates the gradients (under a split backward: its weight pass).
       if (!replaying_ && !split_) reduction_.begin_micro_batch(a.micro_batch == shape_.micro_batches - 1);
@@ -238,7 +254,10 @@ Status PipelineRunner::run_actions(Timeline& timeline) {
     const Status s = run_action(a, timeline);
     if (!s.ok()) return Status(s.code(), "pipeline stage " + std::to_string(stage_) + ": " + s.message());
   }
-  TS_RETURN_IF_ERROR(wait_sends());
+  {
+    NeighbourWait clock(neighbour_wait_s_);
+    TS_RETURN_IF_ERROR(wait_sends());
+  }
   TS_CHECK(in_flight_.empty()) << "pipeline schedule left micro-batches in flight";
   return Status::ok_status();
 }

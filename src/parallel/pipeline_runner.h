@@ -50,6 +50,7 @@ class PipelineRunner final : public MicroBatchRunner {
   void skip_batches() override;
   void set_numerics_probe(NumericsProbe* probe) override;
   std::vector<Transformer::MoeLayerLoad> take_moe_load() override;
+  double neighbour_wait_s() const override { return neighbour_wait_s_; }
 
   const std::vector<PipeAction>& actions() const { return actions_; }
   // Activation slots (Transformer instances) of chunk c.
@@ -82,6 +83,7 @@ class PipelineRunner final : public MicroBatchRunner {
   NumericsProbe* probe_ = nullptr;
   bool replaying_ = false;  // replay(): no gradient reduction
   bool split_ = false;      // the schedule splits each backward into input- and weight-gradient passes (zb-h1)
+  double neighbour_wait_s_ = 0;  // blocked on the neighbouring stages in run() and replay() (receives, sends)
   Buffer loss_sum_;  // one double on the device: the last stage's sum of the micro-batch losses
 };
 

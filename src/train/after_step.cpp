@@ -107,17 +107,24 @@ Status report_moe_load(TrainingRun& run) {
   return run.metrics->write(ev);
 }
 
-// End of run: every rank's mean split over the timed steps; the lead names the slowest rank (also
-// as a metrics event). Collective over the ranks that take steps.
-Status report_stragglers(TrainingRun& run) {
-  const RunClock& c = run.clock;
+// This rank's mean split over the timed steps, as after_step splits each step.
+RankStepTime mean_split(const RunClock& c) {
+  const double n = static_cast<double>(std::max<int64_t>(c.timed_steps, 1));
+  const double wait = c.comm_wait_s + c.cp_exposed_s + c.ep_exchange_s + c.pipeline_wait_s;
+  return {std::max(0.0, c.timed_s - wait - c.loader_wait_s) / n, wait / n, c.loader_wait_s / n};
+}
+
+// End of run: every rank's mean split over the timed steps (by world rank; just this rank's when it
+// steps alone). Collective over the ranks that take steps.
+Result<std::vector<RankStepTime>> gather_mean_splits(TrainingRun& run) {
   Communicator& ranks = step_stats_group(run);
-  if (ranks.size() < 2 || c.timed_steps == 0) return Status::ok_status();
-  const double n = static_cast<double>(c.timed_steps);
-  const RankStepTime mine{std::max(0.0, c.timed_s - c.comm_wait_s - c.loader_wait_s) / n, c.comm_wait_s / n,
-                          c.loader_wait_s / n};
-  TS_ASSIGN_OR_RETURN(std::vector<RankStepTime> all, gather_step_times(ranks, mine));
-  if (!run.lead) return Status::ok_status();
+  if (ranks.size() < 2 || run.clock.timed_steps == 0) return std::vector<RankStepTime>{mean_split(run.clock)};
+  return gather_step_times(ranks, mean_split(run.clock));
+}
+
+// End of run, lead: names the slowest of `all` (also as a metrics event).
+Status report_stragglers(TrainingRun& run, const std::vector<RankStepTime>& all) {
+  if (all.size() < 2 || !run.lead) return Status::ok_status();
   const StragglerReport report = analyse_stragglers(all);
   if (!run.opts.json_summary) std::printf("stragglers: %s\n", describe(report).c_str());
   nlohmann::json ev = to_json(report);
@@ -131,7 +138,7 @@ Status report_stragglers(TrainingRun& run) {
 
 StepStart start_step_clock(const TrainingRun& run) {
   return {Timeline::now_s(), run.loader->wait_seconds(), run.sync->exposed_wait_s(), run.cp_exposed_s(),
-          run.ep_exchange_s()};
+          run.ep_exchange_s(), run.pipeline_wait_s()};
 }
 // A checkpoint of the state after this step: synchronous, or (train.async_checkpoint) a snapshot
 // written in the background -- except the run's last, which is complete when this returns.
@@ -233,12 +240,15 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     c.exposed_s += run.sync->exposed_wait_s() - start.exposed_wait;
     c.comm_wait_s += r.comm_wait_s;
     c.cp_exposed_s += run.cp_exposed_s() - start.cp_exposed;
+    c.ep_exchange_s += run.ep_exchange_s() - start.ep_exchange;
+    c.pipeline_wait_s += run.pipeline_wait_s() - start.pipeline_wait;
   }
   const double data_s = run.loader->wait_seconds() - start.loader_wait;
-  // Waiting for peers: the step's collectives and the context- and expert-parallel exchanges inside
-  // the model (so the straggler report does not blame a rank for waiting on its cp or ep peers).
-  const double wait_s =
-      r.comm_wait_s + (run.cp_exposed_s() - start.cp_exposed) + (run.ep_exchange_s() - start.ep_exchange);
+  // Waiting for peers: the step's collectives, the context- and expert-parallel exchanges inside the
+  // model and the other pipeline stages (so the straggler report does not blame a rank for waiting
+  // on its cp, ep or pp peers).
+  const double wait_s = r.comm_wait_s + (run.cp_exposed_s() - start.cp_exposed) +
+                        (run.ep_exchange_s() - start.ep_exchange) + (run.pipeline_wait_s() - start.pipeline_wait);
   const RankStepTime split{std::max(0.0, dt - wait_s - data_s), wait_s, data_s};
   run.timeline.add_counter("step split (s)", start.t0,
                            {{"compute", split.compute_s}, {"wait", split.wait_s}, {"data", split.data_s}});
@@ -314,7 +324,9 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
   // Predicted vs measured (train/step_time_report.h): a line after the summary (not under --quiet,
   // which prints the summary line only) and an event in metrics.jsonl.
   const double n = static_cast<double>(std::max<int64_t>(c.timed_steps, 1));
-  const MeasuredStep m{c.timed_s / n, c.comm_wait_s / n, c.loader_wait_s / n, c.timed_steps};
+  TS_ASSIGN_OR_RETURN(const std::vector<RankStepTime> splits, gather_mean_splits(run));
+  MeasuredStep m{c.timed_s / n, c.comm_wait_s / n, c.loader_wait_s / n, c.timed_steps};
+  for (const RankStepTime& r : splits) m.busiest_compute_s = std::max(m.busiest_compute_s, r.compute_s);
   if (run.prediction && c.timed_steps > 0) {
     s.predicted_step_s = run.prediction->step_s;
     s.measured_step_s = m.step_s;
@@ -334,7 +346,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
                 mp_traffic.c_str());
   if (run.lead && !run.opts.json_summary && !run.opts.quiet && run.prediction && c.timed_steps > 0)
     std::printf("%s\n", predicted_vs_measured_line(*run.prediction, m).c_str());
-  TS_RETURN_IF_ERROR(report_stragglers(run));
+  TS_RETURN_IF_ERROR(report_stragglers(run, splits));
   TS_RETURN_IF_ERROR(report_moe_load(run));
   if (run.timeline.enabled()) {
     TS_RETURN_IF_ERROR(run.timeline.write_rank_file(run.opts.trace_path));

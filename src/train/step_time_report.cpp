@@ -32,6 +32,11 @@ std::string fmt(const char* f, double v) {
 
 // The time of the step's parts that the runner runs (everything but the dp reduction, optimizer, other).
 double predicted_runner_s(const StepTimeBreakdown& b) { return b.compute_s + b.bubble_s + b.tp_s + b.cp_s + b.ep_s + b.pp_s; }
+double predicted_pipeline_wait_s(const StepTimeBreakdown& b) { return b.bubble_s + b.pp_s; }
+
+double measured_runner_s(const MeasuredStep& m) { return std::max(0.0, m.step_s - m.comm_wait_s - m.loader_wait_s); }
+// What the busiest stage's compute leaves of the runner's time: its waits on the other stages.
+double measured_pipeline_wait_s(const MeasuredStep& m) { return std::max(0.0, measured_runner_s(m) - m.busiest_compute_s); }
 
 }  // namespace
 
@@ -106,22 +111,28 @@ Result<AutoLayout> choose_auto_layout(const RunConfig& cfg, Communicator& world,
 }
 
 nlohmann::json predicted_vs_measured_json(const StepTimePrediction& p, const MeasuredStep& m) {
-  const double compute = std::max(0.0, m.step_s - m.comm_wait_s - m.loader_wait_s);
   return {{"predicted", step_time_json(p)},
           {"measured",
            {{"step_s", m.step_s}, {"comm_wait_s", m.comm_wait_s}, {"loader_wait_s", m.loader_wait_s},
-            {"runner_s", compute}, {"steps", m.steps}}},
+            {"runner_s", measured_runner_s(m)}, {"busiest_compute_s", m.busiest_compute_s},
+            {"pipeline_wait_s", measured_pipeline_wait_s(m)}, {"steps", m.steps}}},
           {"predicted_runner_s", predicted_runner_s(p.breakdown)},
+          {"predicted_pipeline_wait_s", predicted_pipeline_wait_s(p.breakdown)},
           {"step_error", p.step_s > 0 ? m.step_s / p.step_s - 1 : 0.0}};
 }
 
 std::string predicted_vs_measured_line(const StepTimePrediction& p, const MeasuredStep& m) {
-  const double runner = std::max(0.0, m.step_s - m.comm_wait_s - m.loader_wait_s);
-  return "step time: predicted " + fmt("%.4g", p.step_s) + " s, measured " + fmt("%.4g", m.step_s) + " s (" +
-         fmt("%+.1f", 100 * (m.step_s / p.step_s - 1)) + " %); exposed dp communication predicted " +
-         fmt("%.3g", p.breakdown.dp_s) + " s, measured wait " + fmt("%.3g", m.comm_wait_s) +
-         " s; runner (compute, tp, pp, bubble) predicted " + fmt("%.4g", predicted_runner_s(p.breakdown)) +
-         " s, measured " + fmt("%.4g", runner) + " s";
+  std::string line = "step time: predicted " + fmt("%.4g", p.step_s) + " s, measured " + fmt("%.4g", m.step_s) +
+                     " s (" + fmt("%+.1f", 100 * (m.step_s / p.step_s - 1)) + " %); exposed dp communication predicted " +
+                     fmt("%.3g", p.breakdown.dp_s) + " s, measured wait " + fmt("%.3g", m.comm_wait_s) +
+                     " s; runner (compute, tp, pp, bubble) predicted " + fmt("%.4g", predicted_runner_s(p.breakdown)) +
+                     " s, measured " + fmt("%.4g", measured_runner_s(m)) + " s";
+  if (p.layout.grid.pp > 1)
+    line += "; of it the busiest stage's compute (tp included) predicted " +
+            fmt("%.4g", p.breakdown.compute_s + p.breakdown.tp_s) + " s, measured " + fmt("%.4g", m.busiest_compute_s) +
+            " s, pipeline waits (bubble + pp messages) predicted " + fmt("%.3g", predicted_pipeline_wait_s(p.breakdown)) +
+            " s, measured " + fmt("%.3g", measured_pipeline_wait_s(m)) + " s";
+  return line;
 }
 
 }  // namespace tessera

@@ -48,6 +48,8 @@ struct RunClock {
   double timed_s = 0, loader_wait_s = 0, exposed_s = 0;
   double comm_wait_s = 0;  // blocked in the steps' collectives (StepResult::comm_wait_s)
   double cp_exposed_s = 0;  // in the context-parallel exchanges (ContextParallel::exposed_s)
+  double ep_exchange_s = 0;    // in the expert-parallel exchanges
+  double pipeline_wait_s = 0;  // blocked on other pipeline stages (MicroBatchRunner::neighbour_wait_s)
   int64_t timed_steps = 0, steps_this_run = 0;
   // traffic_bytes() of the dp, tp and pp communicators when the first step began
   uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;
@@ -99,6 +101,7 @@ struct TrainingRun {
   std::unique_ptr<ExpertParallel> ep_hooks;         // ep > 1: the MoE layers' exchanges over grid->ep()
   double cp_exposed_s() const { return cp_hooks ? cp_hooks->exposed_s() : 0.0; }
   double ep_exchange_s() const { return ep_hooks ? ep_hooks->stats().seconds : 0.0; }
+  double pipeline_wait_s() const { return runner ? runner->neighbour_wait_s() : 0.0; }
   std::unique_ptr<GradientSync> sync;   // a training rank's gradient strategy (null on a parameter server)
   std::unique_ptr<ParamServer> server;  // parallel.mode = "ps": a server rank's shards (null elsewhere)
   // Parameter server, async modes, once a worker is lost (ps_training.h, follow_lost_workers): the
@@ -145,7 +148,7 @@ Result<std::unique_ptr<TrainingRun>> set_up_training(const RunConfig& cfg, Commu
 
 // Snapshot of the counters a step's timing reads, taken before the step.
 struct StepStart {
-  double t0, loader_wait, exposed_wait, cp_exposed, ep_exchange;
+  double t0, loader_wait, exposed_wait, cp_exposed, ep_exchange, pipeline_wait;
 };
 StepStart start_step_clock(const TrainingRun& run);
 

@@ -3,7 +3,7 @@
 # budget applied, the top layout's prediction equal to planning it directly), errors naming the fix,
 # `--calibrate --quick` writing a file `--hardware` reads, and `tessera train`: the prediction at
 # start (from train.hardware, TESSERA_HARDWARE, or measured) and predicted vs measured at the end
-# (stdout, metrics.jsonl, --json), parallel.layout = "auto"
+# (stdout, metrics.jsonl, --json; a pipeline's runner split into compute and waits), parallel.layout = "auto"
 # on one rank and on two (mpirun) running the layout it names.
 # Usage: plan_time.sh TESSERA SOURCE_DIR
 source "$(dirname "$0")/lib.sh"
@@ -126,6 +126,25 @@ import json; p = [e for e in map(json.loads, open('run2/metrics.jsonl')) if e.ge
 assert len(p) == 1 and p[0]['hardware'] == 'this machine (measured at start)', p
 " || fail "a run without a hardware file does not measure this machine at start"
 echo "ok: train writes the prediction at start and predicted vs measured at the end"
+
+# A pipeline's runner time split at the end: the busiest stage's compute and its waits on the other
+# stage. GPipe over 2 stages with 2 micro-batches idles a third of the step in theory, so the
+# measured waits are well above nothing however loaded the machine (a stage can only wait).
+out=$(mpirun --allow-run-as-root --oversubscribe -np 2 "$TESSERA" train --config "$CONFIG" "${TINY[@]}" data.dir=data \
+      model.n_layer=2 train.micro_batch=1 train.batch_tokens=64 parallel.pp=2 parallel.schedule=gpipe \
+      train.out_dir=pipe train.steps=6 train.hardware="$A100" 2>&1) || fail "pp 2: $out"
+grep -qE "pipeline waits \(bubble \+ pp messages\) predicted [0-9.e+-]+ s, measured [0-9.e+-]+ s" <<<"$out" ||
+  fail "no pipeline split in predicted vs measured: $out"
+py "
+import json; m = [e for e in map(json.loads, open('pipe/metrics.jsonl')) if e.get('event') == 'step_time_vs_predicted']
+assert len(m) == 1, m
+x = m[0]['measured']
+assert 0 < x['busiest_compute_s'] < x['runner_s'], x
+assert abs(x['runner_s'] - x['busiest_compute_s'] - x['pipeline_wait_s']) < 1e-12, x
+assert x['pipeline_wait_s'] > 0.05 * x['runner_s'], x  # a third in theory
+assert m[0]['predicted_pipeline_wait_s'] > 0, m[0]
+" || fail "the measured pipeline waits are missing or implausible: $(grep step_time_vs_predicted pipe/metrics.jsonl)"
+echo "ok: a pipeline's end-of-run line splits the runner into the busiest stage's compute and its waits"
 
 # TESSERA_HARDWARE: the file for runs without train.hardware; train.hardware wins; a bad path is named.
 out=$(TESSERA_HARDWARE="$A100" tiny_train run3 data train.steps=2) || fail "train with TESSERA_HARDWARE: $out"
