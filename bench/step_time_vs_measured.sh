@@ -5,7 +5,8 @@
 # below trains a few steps with train.hardware pointing at that file, so the run's own prediction
 # (plan/step_time_model.h) and its measured mean step (first step excluded) come from the same
 # --json summary and metrics.jsonl. Prints predicted vs measured step time side by side with the
-# error (measured / predicted - 1), the predicted breakdown and the measured collective wait, and
+# error (measured / predicted - 1), the predicted breakdown and the measured collective wait (and for
+# pipelines the busiest stage's compute and its waits on the other stages, predicted and measured), and
 # writes bench/results/step_time_vs_measured.json. Run it on a quiet machine: the load average is
 # printed before and after, and a busy machine's numbers say little about the model.
 # The model: tiny widened to 4 layers of width 128 (0.9M parameters; byte-level KJV), micro-batch 4 x 64.
@@ -108,12 +109,16 @@ for line in open(f"{tmp}/runs.txt"):
     b = p["breakdown"]
     rows.append((label, int(np_), p["step_s"], m["step_s"], err, b["compute_s"], b["bubble_s"],
                  b["tp_comm_s"] + b["pp_comm_s"] + b["dp_comm_s"], m["comm_wait_s"], cmp["predicted_runner_s"],
-                 m["runner_s"]))
+                 m["runner_s"], b["compute_s"] + b["tp_comm_s"], m["busiest_compute_s"],
+                 cmp["predicted_pipeline_wait_s"], m["pipeline_wait_s"], "pp=" in over and "pp=1" not in over))
+# The last two column pairs at pp > 1: the busiest stage's compute (tp included) and its pipeline waits.
 print(f"{'layout':<18} {'np':>2} {'pred ms':>9} {'meas ms':>9} {'error':>7} | {'compute':>8} {'bubble':>7} "
-      f"{'comm':>7} {'meas wait':>9} | {'runner pred':>11} {'meas':>7}")
+      f"{'comm':>7} {'meas wait':>9} | {'runner pred':>11} {'meas':>7} | {'busiest pred':>12} {'meas':>7} "
+      f"{'pp wait pred':>12} {'meas':>7}")
 for r in rows:
+    pipe = (f" | {1e3 * r[11]:>12.3f} {1e3 * r[12]:>7.3f} {1e3 * r[13]:>12.3f} {1e3 * r[14]:>7.3f}" if r[15] else "")
     print(f"{r[0]:<18} {r[1]:>2} {1e3 * r[2]:>9.3f} {1e3 * r[3]:>9.3f} {100 * r[4]:>6.1f}% | {1e3 * r[5]:>8.3f} "
-          f"{1e3 * r[6]:>7.3f} {1e3 * r[7]:>7.3f} {1e3 * r[8]:>9.3f} | {1e3 * r[9]:>11.3f} {1e3 * r[10]:>7.3f}")
+          f"{1e3 * r[6]:>7.3f} {1e3 * r[7]:>7.3f} {1e3 * r[8]:>9.3f} | {1e3 * r[9]:>11.3f} {1e3 * r[10]:>7.3f}{pipe}")
 errs = sorted(abs(r[4]) for r in rows)
 if errs:
     print(f"{within} of {len(rows)} layouts within {100 * target:.0f}%; median |error| {100 * errs[len(errs) // 2]:.1f}%, "
