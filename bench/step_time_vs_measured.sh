@@ -105,7 +105,8 @@ for line in open(f"{tmp}/runs.txt"):
     p, m = cmp["predicted"], cmp["measured"]
     err = cmp["step_error"]
     within += abs(err) <= target
-    entry.update({"predicted": p, "measured": m, "step_error": err})
+    entry.update({"predicted": p, "measured": m, "step_error": err,
+                  "predicted_pipeline_wait_s": cmp["predicted_pipeline_wait_s"]})
     b = p["breakdown"]
     rows.append((label, int(np_), p["step_s"], m["step_s"], err, b["compute_s"], b["bubble_s"],
                  b["tp_comm_s"] + b["pp_comm_s"] + b["dp_comm_s"], m["comm_wait_s"], cmp["predicted_runner_s"],
