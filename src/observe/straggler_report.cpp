@@ -16,23 +16,28 @@ double median(std::vector<double> v) {
 }  // namespace
 
 Result<std::vector<RankStepTime>> gather_step_times(Communicator& world, const RankStepTime& mine) {
-  const double send[3] = {mine.compute_s, mine.wait_s, mine.data_s};
-  std::vector<double> all(3 * static_cast<size_t>(world.size()));
+  constexpr size_t kFields = 4;
+  const double send[kFields] = {mine.compute_s, mine.wait_s, mine.data_s, mine.pipeline_wait_s};
+  std::vector<double> all(kFields * static_cast<size_t>(world.size()));
   if (world.size() == 1) {
-    std::copy_n(send, 3, all.begin());
+    std::copy_n(send, kFields, all.begin());
   } else {
     const Status st = world.all_gather_async(send, all.data(), sizeof send, DType::u8).wait();  // times out
     if (!st.ok()) return Status(st.code(), "gathering the ranks' step times: " + st.message());
   }
   std::vector<RankStepTime> out(static_cast<size_t>(world.size()));
-  for (size_t r = 0; r < out.size(); ++r) out[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
+  for (size_t r = 0; r < out.size(); ++r) {
+    const double* f = all.data() + kFields * r;
+    out[r] = {f[0], f[1], f[2], f[3]};
+  }
   return out;
 }
 
 nlohmann::json step_times_json(const std::vector<RankStepTime>& ranks) {
   nlohmann::json out = nlohmann::json::array();
   for (const RankStepTime& t : ranks)
-    out.push_back({{"compute_s", t.compute_s}, {"wait_s", t.wait_s}, {"data_s", t.data_s}});
+    out.push_back({{"compute_s", t.compute_s}, {"wait_s", t.wait_s}, {"data_s", t.data_s},
+                   {"pipeline_wait_s", t.pipeline_wait_s}});
   return out;
 }
 

@@ -17,10 +17,11 @@ struct RankStepTime {
   double compute_s = 0;  // step time minus the two waits below
   double wait_s = 0;     // blocked on other ranks: collectives, cp / ep exchanges, other pipeline stages
   double data_s = 0;     // blocked on this rank's data loader
+  double pipeline_wait_s = 0;  // the part of wait_s blocked on the other pipeline stages
   double step_s() const { return compute_s + wait_s + data_s; }
 };
 
-// Every rank's value, by world rank: one all-gather of 3 doubles per rank. Collective.
+// Every rank's value, by world rank: one all-gather of 4 doubles per rank. Collective.
 Result<std::vector<RankStepTime>> gather_step_times(Communicator& world, const RankStepTime& mine);
 
 // [per world rank] {"compute_s", "wait_s", "data_s"}: the metrics.jsonl field "step_time".

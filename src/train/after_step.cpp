@@ -14,6 +14,7 @@
 #include "train/preemption.h"
 #include "observe/progress.h"
 #include "observe/straggler_report.h"
+#include "parallel/pipeline_schedule_sim.h"
 #include "train/ps_training.h"
 #include "train/training_run.h"
 #include "train/step_time_report.h"
@@ -111,7 +112,7 @@ Status report_moe_load(TrainingRun& run) {
 RankStepTime mean_split(const RunClock& c) {
   const double n = static_cast<double>(std::max<int64_t>(c.timed_steps, 1));
   const double wait = c.comm_wait_s + c.cp_exposed_s + c.ep_exchange_s + c.pipeline_wait_s;
-  return {std::max(0.0, c.timed_s - wait - c.loader_wait_s) / n, wait / n, c.loader_wait_s / n};
+  return {std::max(0.0, c.timed_s - wait - c.loader_wait_s) / n, wait / n, c.loader_wait_s / n, c.pipeline_wait_s / n};
 }
 
 // End of run: every rank's mean split over the timed steps (by world rank; just this rank's when it
@@ -120,6 +121,19 @@ Result<std::vector<RankStepTime>> gather_mean_splits(TrainingRun& run) {
   Communicator& ranks = step_stats_group(run);
   if (ranks.size() < 2 || run.clock.timed_steps == 0) return std::vector<RankStepTime>{mean_split(run.clock)};
   return gather_step_times(ranks, mean_split(run.clock));
+}
+
+// End of run, lead, pp > 1: each stage's share of the step spent waiting on the others, next to the
+// schedule's bubble with equal stages (printed and as a metrics event).
+Status report_pipeline_waits(TrainingRun& run, const std::vector<RankStepTime>& all) {
+  const GridShape& shape = run.grid->shape();
+  if (!run.lead || shape.pp < 2 || run.clock.timed_steps == 0 || static_cast<int>(all.size()) != shape.world_size())
+    return Status::ok_status();
+  const std::vector<double> shares = pipeline_wait_shares(shape, all);
+  const double equal = pipeline_bubble_fraction(run.layout.schedule, run.layout.pipe);
+  if (!run.opts.json_summary && !run.opts.quiet) std::printf("%s\n", pipeline_waits_line(shares, equal).c_str());
+  return run.metrics->write({{"event", "pipeline_waits"}, {"step", run.state.step}, {"share_per_stage", shares},
+                             {"equal_stage_bubble", equal}});
 }
 
 // End of run, lead: names the slowest of `all` (also as a metrics event).
@@ -247,9 +261,10 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   // Waiting for peers: the step's collectives, the context- and expert-parallel exchanges inside the
   // model and the other pipeline stages (so the straggler report does not blame a rank for waiting
   // on its cp, ep or pp peers).
+  const double pipeline_wait_s = run.pipeline_wait_s() - start.pipeline_wait;
   const double wait_s = r.comm_wait_s + (run.cp_exposed_s() - start.cp_exposed) +
-                        (run.ep_exchange_s() - start.ep_exchange) + (run.pipeline_wait_s() - start.pipeline_wait);
-  const RankStepTime split{std::max(0.0, dt - wait_s - data_s), wait_s, data_s};
+                        (run.ep_exchange_s() - start.ep_exchange) + pipeline_wait_s;
+  const RankStepTime split{std::max(0.0, dt - wait_s - data_s), wait_s, data_s, pipeline_wait_s};
   run.timeline.add_counter("step split (s)", start.t0,
                            {{"compute", split.compute_s}, {"wait", split.wait_s}, {"data", split.data_s}});
   if (r.skipped && !r.anomaly.detected && run.lead)
@@ -346,6 +361,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
                 mp_traffic.c_str());
   if (run.lead && !run.opts.json_summary && !run.opts.quiet && run.prediction && c.timed_steps > 0)
     std::printf("%s\n", predicted_vs_measured_line(*run.prediction, m).c_str());
+  TS_RETURN_IF_ERROR(report_pipeline_waits(run, splits));
   TS_RETURN_IF_ERROR(report_stragglers(run, splits));
   TS_RETURN_IF_ERROR(report_moe_load(run));
   if (run.timeline.enabled()) {

@@ -135,4 +135,22 @@ std::string predicted_vs_measured_line(const StepTimePrediction& p, const Measur
   return line;
 }
 
+std::vector<double> pipeline_wait_shares(const GridShape& shape, const std::vector<RankStepTime>& ranks) {
+  std::vector<double> sum(static_cast<size_t>(shape.pp), 0.0), count(static_cast<size_t>(shape.pp), 0.0);
+  for (size_t r = 0; r < ranks.size() && static_cast<int>(r) < shape.world_size(); ++r) {
+    const auto stage = static_cast<size_t>(grid_coord(shape, static_cast<int>(r)).pp);
+    const double step = ranks[r].step_s();
+    sum[stage] += step > 0 ? ranks[r].pipeline_wait_s / step : 0.0;
+    count[stage] += 1;
+  }
+  for (size_t s = 0; s < sum.size(); ++s) sum[s] = count[s] > 0 ? sum[s] / count[s] : 0.0;
+  return sum;
+}
+
+std::string pipeline_waits_line(const std::vector<double>& shares, double equal_stage_bubble) {
+  std::string line = "pipeline waits per stage:";
+  for (size_t s = 0; s < shares.size(); ++s) line += (s ? " / " : " ") + fmt("%.1f", 100 * shares[s]) + " %";
+  return line + " of the step (the schedule's bubble with equal stages: " + fmt("%.1f", 100 * equal_stage_bubble) + " %)";
+}
+
 }  // namespace tessera

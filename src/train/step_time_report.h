@@ -10,6 +10,7 @@
 #include "comm/communicator.h"
 #include "config/run_config.h"
 #include "core/status.h"
+#include "observe/straggler_report.h"
 #include "plan/hardware.h"
 #include "plan/step_time_model.h"
 
@@ -62,5 +63,11 @@ nlohmann::json predicted_vs_measured_json(const StepTimePrediction& p, const Mea
 // pp > 1 "; of it the busiest stage's compute (tp included) predicted 0.090 s, measured 0.095 s,
 // pipeline waits (bubble + pp messages) predicted 0.015 s, measured 0.020 s".
 std::string predicted_vs_measured_line(const StepTimePrediction& p, const MeasuredStep& m);
+
+// Each pipeline stage's share of its step spent blocked on the other stages, mean over the stage's
+// ranks (dp, tp, ... replicas), by stage; `ranks` by world rank (gather_step_times).
+std::vector<double> pipeline_wait_shares(const GridShape& shape, const std::vector<RankStepTime>& ranks);
+// "pipeline waits per stage: 8.1 % / 15.3 % of the step (the schedule's bubble with equal stages: 11.1 %)".
+std::string pipeline_waits_line(const std::vector<double>& shares, double equal_stage_bubble);
 
 }  // namespace tessera
