@@ -123,17 +123,17 @@ Result<std::vector<RankStepTime>> gather_mean_splits(TrainingRun& run) {
   return gather_step_times(ranks, mean_split(run.clock));
 }
 
-// End of run, lead, pp > 1: each stage's share of the step spent waiting on the others, next to the
-// schedule's bubble with equal stages (printed and as a metrics event).
-Status report_pipeline_waits(TrainingRun& run, const std::vector<RankStepTime>& all) {
+// End of run, lead, pp > 1: each stage's idle share of the step and the part of it spent waiting on
+// the other stages, next to the schedule's bubble with equal stages (printed and as a metrics event).
+Status report_pipeline_idle(TrainingRun& run, const std::vector<RankStepTime>& all) {
   const GridShape& shape = run.grid->shape();
   if (!run.lead || shape.pp < 2 || run.clock.timed_steps == 0 || static_cast<int>(all.size()) != shape.world_size())
     return Status::ok_status();
-  const std::vector<double> shares = pipeline_wait_shares(shape, all);
+  const PipelineStageShares shares = pipeline_stage_shares(shape, all);
   const double equal = pipeline_bubble_fraction(run.layout.schedule, run.layout.pipe);
-  if (!run.opts.json_summary && !run.opts.quiet) std::printf("%s\n", pipeline_waits_line(shares, equal).c_str());
-  return run.metrics->write({{"event", "pipeline_waits"}, {"step", run.state.step}, {"share_per_stage", shares},
-                             {"equal_stage_bubble", equal}});
+  if (!run.opts.json_summary && !run.opts.quiet) std::printf("%s\n", pipeline_idle_line(shares, equal).c_str());
+  return run.metrics->write({{"event", "pipeline_idle"}, {"step", run.state.step}, {"idle_share_per_stage", shares.idle},
+                             {"pipeline_wait_share_per_stage", shares.pipeline_wait}, {"equal_stage_bubble", equal}});
 }
 
 // End of run, lead: names the slowest of `all` (also as a metrics event).
@@ -361,7 +361,7 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
                 mp_traffic.c_str());
   if (run.lead && !run.opts.json_summary && !run.opts.quiet && run.prediction && c.timed_steps > 0)
     std::printf("%s\n", predicted_vs_measured_line(*run.prediction, m).c_str());
-  TS_RETURN_IF_ERROR(report_pipeline_waits(run, splits));
+  TS_RETURN_IF_ERROR(report_pipeline_idle(run, splits));
   TS_RETURN_IF_ERROR(report_stragglers(run, splits));
   TS_RETURN_IF_ERROR(report_moe_load(run));
   if (run.timeline.enabled()) {

@@ -135,22 +135,32 @@ std::string predicted_vs_measured_line(const StepTimePrediction& p, const Measur
   return line;
 }
 
-std::vector<double> pipeline_wait_shares(const GridShape& shape, const std::vector<RankStepTime>& ranks) {
-  std::vector<double> sum(static_cast<size_t>(shape.pp), 0.0), count(static_cast<size_t>(shape.pp), 0.0);
+PipelineStageShares pipeline_stage_shares(const GridShape& shape, const std::vector<RankStepTime>& ranks) {
+  const auto stages = static_cast<size_t>(shape.pp);
+  PipelineStageShares out{std::vector<double>(stages, 0.0), std::vector<double>(stages, 0.0)};
+  std::vector<double> count(stages, 0.0);
   for (size_t r = 0; r < ranks.size() && static_cast<int>(r) < shape.world_size(); ++r) {
-    const auto stage = static_cast<size_t>(grid_coord(shape, static_cast<int>(r)).pp);
     const double step = ranks[r].step_s();
-    sum[stage] += step > 0 ? ranks[r].pipeline_wait_s / step : 0.0;
+    if (step <= 0) continue;
+    const auto stage = static_cast<size_t>(grid_coord(shape, static_cast<int>(r)).pp);
+    out.idle[stage] += 1 - ranks[r].compute_s / step;
+    out.pipeline_wait[stage] += ranks[r].pipeline_wait_s / step;
     count[stage] += 1;
   }
-  for (size_t s = 0; s < sum.size(); ++s) sum[s] = count[s] > 0 ? sum[s] / count[s] : 0.0;
-  return sum;
+  for (size_t s = 0; s < stages; ++s)
+    if (count[s] > 0) out.idle[s] /= count[s], out.pipeline_wait[s] /= count[s];
+  return out;
 }
 
-std::string pipeline_waits_line(const std::vector<double>& shares, double equal_stage_bubble) {
-  std::string line = "pipeline waits per stage:";
-  for (size_t s = 0; s < shares.size(); ++s) line += (s ? " / " : " ") + fmt("%.1f", 100 * shares[s]) + " %";
-  return line + " of the step (the schedule's bubble with equal stages: " + fmt("%.1f", 100 * equal_stage_bubble) + " %)";
+std::string pipeline_idle_line(const PipelineStageShares& shares, double equal_stage_bubble) {
+  auto percents = [](const std::vector<double>& v) {
+    std::string t;
+    for (size_t s = 0; s < v.size(); ++s) t += (s ? " / " : "") + fmt("%.1f", 100 * v[s]) + " %";
+    return t;
+  };
+  return "pipeline stages idle " + percents(shares.idle) + " of the step (waiting on the other stages " +
+         percents(shares.pipeline_wait) + "); the schedule's bubble with equal stages " +
+         fmt("%.1f", 100 * equal_stage_bubble) + " %";
 }
 
 }  // namespace tessera

@@ -64,10 +64,16 @@ nlohmann::json predicted_vs_measured_json(const StepTimePrediction& p, const Mea
 // pipeline waits (bubble + pp messages) predicted 0.015 s, measured 0.020 s".
 std::string predicted_vs_measured_line(const StepTimePrediction& p, const MeasuredStep& m);
 
-// Each pipeline stage's share of its step spent blocked on the other stages, mean over the stage's
-// ranks (dp, tp, ... replicas), by stage; `ranks` by world rank (gather_step_times).
-std::vector<double> pipeline_wait_shares(const GridShape& shape, const std::vector<RankStepTime>& ranks);
-// "pipeline waits per stage: 8.1 % / 15.3 % of the step (the schedule's bubble with equal stages: 11.1 %)".
-std::string pipeline_waits_line(const std::vector<double>& shares, double equal_stage_bubble);
+// Each pipeline stage's shares of its step, mean over the stage's ranks (dp, tp, ... replicas), by
+// stage; `ranks` by world rank (gather_step_times). idle: not computing (any wait, the loader);
+// pipeline_wait: blocked on the other stages' activations and gradients, the part of idle that the
+// stages' messages show (a stage done early waits out the rest in the step's collectives instead).
+struct PipelineStageShares {
+  std::vector<double> idle, pipeline_wait;
+};
+PipelineStageShares pipeline_stage_shares(const GridShape& shape, const std::vector<RankStepTime>& ranks);
+// "pipeline stages idle 7.2 % / 20.1 % of the step (waiting on the other stages 5.0 % / 11.5 %); the
+// schedule's bubble with equal stages 11.1 %".
+std::string pipeline_idle_line(const PipelineStageShares& shares, double equal_stage_bubble);
 
 }  // namespace tessera

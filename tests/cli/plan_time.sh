@@ -143,12 +143,14 @@ assert 0 < x['busiest_compute_s'] < x['runner_s'], x
 assert abs(x['runner_s'] - x['busiest_compute_s'] - x['pipeline_wait_s']) < 1e-12, x
 assert x['pipeline_wait_s'] > 0.05 * x['runner_s'], x  # a third in theory
 assert m[0]['predicted_pipeline_wait_s'] > 0, m[0]
-w = [e for e in map(json.loads, open('pipe/metrics.jsonl')) if e.get('event') == 'pipeline_waits']
+w = [e for e in map(json.loads, open('pipe/metrics.jsonl')) if e.get('event') == 'pipeline_idle']
 assert len(w) == 1 and abs(w[0]['equal_stage_bubble'] - 1 / 3) < 1e-9, w  # GPipe: (p-1)/(m+p-1)
-assert len(w[0]['share_per_stage']) == 2 and all(0.05 < s < 0.95 for s in w[0]['share_per_stage']), w
-" || fail "the measured pipeline waits are missing or implausible: $(grep -E 'step_time_vs_predicted|pipeline_waits' pipe/metrics.jsonl)"
-grep -qE "^pipeline waits per stage: [0-9.]+ % / [0-9.]+ % of the step \(the schedule's bubble with equal stages: 33.3 %\)" <<<"$out" ||
-  fail "no pipeline waits per stage: $out"
+idle, waits = w[0]['idle_share_per_stage'], w[0]['pipeline_wait_share_per_stage']
+assert len(idle) == 2 and len(waits) == 2 and all(0.05 < x < 0.95 for x in waits), w
+assert all(x <= i + 1e-12 for x, i in zip(waits, idle)), w  # waiting on the other stage is idle time
+" || fail "the measured pipeline waits are missing or implausible: $(grep -E 'step_time_vs_predicted|pipeline_idle' pipe/metrics.jsonl)"
+grep -qE "^pipeline stages idle [0-9.]+ % / [0-9.]+ % of the step \(waiting on the other stages [0-9.]+ % / [0-9.]+ %\); the schedule's bubble with equal stages 33.3 %" <<<"$out" ||
+  fail "no pipeline idle per stage: $out"
 echo "ok: a pipeline's end-of-run lines split the runner into the busiest stage's compute and its waits, and give each stage's waits"
 
 # TESSERA_HARDWARE: the file for runs without train.hardware; train.hardware wins; a bad path is named.
