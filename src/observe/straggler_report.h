@@ -14,7 +14,7 @@ namespace tessera {
 
 // Seconds of one step (or the mean over steps) on one rank.
 struct RankStepTime {
-  double compute_s = 0;  // step time minus the two waits below
+  double compute_s = 0;  // step time minus wait_s and data_s
   double wait_s = 0;     // blocked on other ranks: collectives, cp / ep exchanges, other pipeline stages
   double data_s = 0;     // blocked on this rank's data loader
   double pipeline_wait_s = 0;  // the part of wait_s blocked on the other pipeline stages
@@ -24,7 +24,7 @@ struct RankStepTime {
 // Every rank's value, by world rank: one all-gather of 4 doubles per rank. Collective.
 Result<std::vector<RankStepTime>> gather_step_times(Communicator& world, const RankStepTime& mine);
 
-// [per world rank] {"compute_s", "wait_s", "data_s"}: the metrics.jsonl field "step_time".
+// [per world rank] {"compute_s", "wait_s", "data_s", "pipeline_wait_s"}: the metrics.jsonl field "step_time".
 nlohmann::json step_times_json(const std::vector<RankStepTime>& ranks);
 
 struct StragglerReport {
