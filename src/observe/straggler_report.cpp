@@ -16,8 +16,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 Result<std::vector<RankStepTime>> gather_step_times(Communicator& world, const RankStepTime& mine) {
-  constexpr size_t kFields = 4;
-  const double send[kFields] = {mine.compute_s, mine.wait_s, mine.data_s, mine.pipeline_wait_s};
+  constexpr size_t kFields = 5;
+  const double send[kFields] = {mine.compute_s, mine.wait_s, mine.data_s, mine.pipeline_wait_s, mine.update_s};
   std::vector<double> all(kFields * static_cast<size_t>(world.size()));
   if (world.size() == 1) {
     std::copy_n(send, kFields, all.begin());
@@ -28,7 +28,7 @@ Result<std::vector<RankStepTime>> gather_step_times(Communicator& world, const R
   std::vector<RankStepTime> out(static_cast<size_t>(world.size()));
   for (size_t r = 0; r < out.size(); ++r) {
     const double* f = all.data() + kFields * r;
-    out[r] = {f[0], f[1], f[2], f[3]};
+    out[r] = {f[0], f[1], f[2], f[3], f[4]};
   }
   return out;
 }
@@ -37,7 +37,7 @@ nlohmann::json step_times_json(const std::vector<RankStepTime>& ranks) {
   nlohmann::json out = nlohmann::json::array();
   for (const RankStepTime& t : ranks)
     out.push_back({{"compute_s", t.compute_s}, {"wait_s", t.wait_s}, {"data_s", t.data_s},
-                   {"pipeline_wait_s", t.pipeline_wait_s}});
+                   {"pipeline_wait_s", t.pipeline_wait_s}, {"update_s", t.update_s}});
   return out;
 }
 

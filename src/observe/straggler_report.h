@@ -18,13 +18,15 @@ struct RankStepTime {
   double wait_s = 0;     // blocked on other ranks: collectives, cp / ep exchanges, other pipeline stages
   double data_s = 0;     // blocked on this rank's data loader
   double pipeline_wait_s = 0;  // the part of wait_s blocked on the other pipeline stages
+  double update_s = 0;         // the part of compute_s in the optimizer update
   double step_s() const { return compute_s + wait_s + data_s; }
 };
 
-// Every rank's value, by world rank: one all-gather of 4 doubles per rank. Collective.
+// Every rank's value, by world rank: one all-gather of 5 doubles per rank. Collective.
 Result<std::vector<RankStepTime>> gather_step_times(Communicator& world, const RankStepTime& mine);
 
-// [per world rank] {"compute_s", "wait_s", "data_s", "pipeline_wait_s"}: the metrics.jsonl field "step_time".
+// [per world rank] {"compute_s", "wait_s", "data_s", "pipeline_wait_s", "update_s"}: the metrics.jsonl
+// field "step_time".
 nlohmann::json step_times_json(const std::vector<RankStepTime>& ranks);
 
 struct StragglerReport {

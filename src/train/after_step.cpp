@@ -112,7 +112,8 @@ Status report_moe_load(TrainingRun& run) {
 RankStepTime mean_split(const RunClock& c) {
   const double n = static_cast<double>(std::max<int64_t>(c.timed_steps, 1));
   const double wait = c.comm_wait_s + c.cp_exposed_s + c.ep_exchange_s + c.pipeline_wait_s;
-  return {std::max(0.0, c.timed_s - wait - c.loader_wait_s) / n, wait / n, c.loader_wait_s / n, c.pipeline_wait_s / n};
+  return {std::max(0.0, c.timed_s - wait - c.loader_wait_s) / n, wait / n, c.loader_wait_s / n, c.pipeline_wait_s / n,
+          c.update_s / n};
 }
 
 // End of run: every rank's mean split over the timed steps (by world rank; just this rank's when it
@@ -256,6 +257,7 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
     c.cp_exposed_s += run.cp_exposed_s() - start.cp_exposed;
     c.ep_exchange_s += run.ep_exchange_s() - start.ep_exchange;
     c.pipeline_wait_s += run.pipeline_wait_s() - start.pipeline_wait;
+    c.update_s += r.update_s;
   }
   const double data_s = run.loader->wait_seconds() - start.loader_wait;
   // Waiting for peers: the step's collectives, the context- and expert-parallel exchanges inside the
@@ -264,7 +266,7 @@ Result<bool> after_step(TrainingRun& run, const StepResult& r, float lr, const S
   const double pipeline_wait_s = run.pipeline_wait_s() - start.pipeline_wait;
   const double wait_s = r.comm_wait_s + (run.cp_exposed_s() - start.cp_exposed) +
                         (run.ep_exchange_s() - start.ep_exchange) + pipeline_wait_s;
-  const RankStepTime split{std::max(0.0, dt - wait_s - data_s), wait_s, data_s, pipeline_wait_s};
+  const RankStepTime split{std::max(0.0, dt - wait_s - data_s), wait_s, data_s, pipeline_wait_s, r.update_s};
   run.timeline.add_counter("step split (s)", start.t0,
                            {{"compute", split.compute_s}, {"wait", split.wait_s}, {"data", split.data_s}});
   if (r.skipped && !r.anomaly.detected && run.lead)
@@ -341,7 +343,8 @@ Result<TrainSummary> finish_training(TrainingRun& run) {
   const double n = static_cast<double>(std::max<int64_t>(c.timed_steps, 1));
   TS_ASSIGN_OR_RETURN(const std::vector<RankStepTime> splits, gather_mean_splits(run));
   MeasuredStep m{c.timed_s / n, c.comm_wait_s / n, c.loader_wait_s / n, c.timed_steps};
-  for (const RankStepTime& r : splits) m.busiest_compute_s = std::max(m.busiest_compute_s, r.compute_s);
+  m.update_s = c.update_s / n;
+  for (const RankStepTime& r : splits) m.busiest_compute_s = std::max(m.busiest_compute_s, r.compute_s - r.update_s);
   if (run.prediction && c.timed_steps > 0) {
     s.predicted_step_s = run.prediction->step_s;
     s.measured_step_s = m.step_s;

@@ -34,7 +34,9 @@ std::string fmt(const char* f, double v) {
 double predicted_runner_s(const StepTimeBreakdown& b) { return b.compute_s + b.bubble_s + b.tp_s + b.cp_s + b.ep_s + b.pp_s; }
 double predicted_pipeline_wait_s(const StepTimeBreakdown& b) { return b.bubble_s + b.pp_s; }
 
-double measured_runner_s(const MeasuredStep& m) { return std::max(0.0, m.step_s - m.comm_wait_s - m.loader_wait_s); }
+double measured_runner_s(const MeasuredStep& m) {
+  return std::max(0.0, m.step_s - m.comm_wait_s - m.loader_wait_s - m.update_s);
+}
 // What the busiest stage's compute leaves of the runner's time: its waits on the other stages.
 double measured_pipeline_wait_s(const MeasuredStep& m) { return std::max(0.0, measured_runner_s(m) - m.busiest_compute_s); }
 
@@ -114,7 +116,7 @@ nlohmann::json predicted_vs_measured_json(const StepTimePrediction& p, const Mea
   return {{"predicted", step_time_json(p)},
           {"measured",
            {{"step_s", m.step_s}, {"comm_wait_s", m.comm_wait_s}, {"loader_wait_s", m.loader_wait_s},
-            {"runner_s", measured_runner_s(m)}, {"busiest_compute_s", m.busiest_compute_s},
+            {"update_s", m.update_s}, {"runner_s", measured_runner_s(m)}, {"busiest_compute_s", m.busiest_compute_s},
             {"pipeline_wait_s", measured_pipeline_wait_s(m)}, {"steps", m.steps}}},
           {"predicted_runner_s", predicted_runner_s(p.breakdown)},
           {"predicted_pipeline_wait_s", predicted_pipeline_wait_s(p.breakdown)},
@@ -125,7 +127,8 @@ std::string predicted_vs_measured_line(const StepTimePrediction& p, const Measur
   std::string line = "step time: predicted " + fmt("%.4g", p.step_s) + " s, measured " + fmt("%.4g", m.step_s) +
                      " s (" + fmt("%+.1f", 100 * (m.step_s / p.step_s - 1)) + " %); exposed dp communication predicted " +
                      fmt("%.3g", p.breakdown.dp_s) + " s, measured wait " + fmt("%.3g", m.comm_wait_s) +
-                     " s; runner (compute, tp, pp, bubble) predicted " + fmt("%.4g", predicted_runner_s(p.breakdown)) +
+                     " s; optimizer predicted " + fmt("%.3g", p.breakdown.optimizer_s) + " s, measured " +
+                     fmt("%.3g", m.update_s) + " s; runner (compute, tp, pp, bubble) predicted " + fmt("%.4g", predicted_runner_s(p.breakdown)) +
                      " s, measured " + fmt("%.4g", measured_runner_s(m)) + " s";
   if (p.layout.grid.pp > 1)
     line += "; of it the busiest stage's compute (tp included) predicted " +

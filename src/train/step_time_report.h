@@ -47,19 +47,22 @@ struct MeasuredStep {
   double comm_wait_s = 0;    // blocked in the step's collectives (gradient sync, parameter sync, loss)
   double loader_wait_s = 0;  // waiting for the data loader
   int64_t steps = 0;
-  // The largest compute of any rank (its step less every wait on other ranks and the loader): the
-  // busiest pipeline stage's, against which the model counts the bubble.
+  double update_s = 0;  // in the optimizer update (norm, clipping, AdamW)
+  // The largest forward + backward compute of any rank (its step less its optimizer update, every
+  // wait on other ranks and the loader): the busiest pipeline stage's, against which the model
+  // counts the bubble.
   double busiest_compute_s = 0;
 };
 
-// {"predicted": <step_time_json>, "measured": {step_s, comm_wait_s, loader_wait_s, runner_s,
-//  busiest_compute_s, pipeline_wait_s, steps}, "predicted_runner_s", "step_error": measured / predicted
-// - 1}. runner_s = step - comm wait - loader wait: the runner's time, which the model splits into
-// compute, tp, cp, ep, pp and bubble; pipeline_wait_s = runner_s - busiest_compute_s: the bubble and
-// the pipeline messages as the busiest stage sees them.
+// {"predicted": <step_time_json>, "measured": {step_s, comm_wait_s, loader_wait_s, update_s, runner_s,
+//  busiest_compute_s, pipeline_wait_s, steps}, "predicted_runner_s", "predicted_pipeline_wait_s",
+// "step_error": measured / predicted - 1}. runner_s = step - comm wait - loader wait - update: the
+// runner's time, which the model splits into compute, tp, cp, ep, pp and bubble; pipeline_wait_s =
+// runner_s - busiest_compute_s: the bubble and the pipeline messages as the busiest stage sees them.
 nlohmann::json predicted_vs_measured_json(const StepTimePrediction& p, const MeasuredStep& m);
 // "step time: predicted 0.120 s, measured 0.130 s (+8.3 %); exposed dp communication predicted 0.010 s,
-// measured wait 0.012 s; runner (compute, tp, pp, bubble) predicted 0.105 s, measured 0.115 s", and at
+// measured wait 0.012 s; optimizer predicted 0.004 s, measured 0.005 s; runner (compute, tp, pp, bubble)
+// predicted 0.105 s, measured 0.115 s", and at
 // pp > 1 "; of it the busiest stage's compute (tp included) predicted 0.090 s, measured 0.095 s,
 // pipeline waits (bubble + pp messages) predicted 0.015 s, measured 0.020 s".
 std::string predicted_vs_measured_line(const StepTimePrediction& p, const MeasuredStep& m);

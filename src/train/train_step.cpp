@@ -1,6 +1,7 @@
 // The training step, top to bottom.
 #include "train/train_step.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace tessera {
@@ -31,7 +32,9 @@ Result<StepResult> train_step(StepParts& s, int64_t step, float lr, float grad_c
   }
   if (!r.skipped) {
     if (s.before_update) r.checkpoint_wait_s = s.before_update();
+    const double t0 = Timeline::now_s();
     TS_ASSIGN_OR_RETURN(const UpdateResult u, s.update.update(lr, grad_clip, s.timeline));
+    r.update_s = std::max(0.0, Timeline::now_s() - t0 - u.parameter_wait_s);
     r.grad_norm = u.grad_norm;
     r.comm_wait_s += u.parameter_wait_s;
   }

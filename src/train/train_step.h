@@ -44,6 +44,7 @@ struct StepResult {
   double checkpoint_wait_s = 0;  // waited for an asynchronous save to finish reading the parameters
   bool skipped = false; // fp16: a gradient overflowed, the update was skipped (loss scale halved)
   double comm_wait_s = 0;  // blocked in the step's collectives: gradient sync, parameter sync, loss average
+  double update_s = 0;     // in the optimizer update (norm, clipping, AdamW), its parameter sync wait excluded
   // The guard found an anomaly: the step was not updated (skipped is set), `loss` is this rank's
   // own, and the caller decides what follows (train.on_anomaly).
   Anomaly anomaly;

@@ -50,6 +50,7 @@ struct RunClock {
   double cp_exposed_s = 0;  // in the context-parallel exchanges (ContextParallel::exposed_s)
   double ep_exchange_s = 0;    // in the expert-parallel exchanges
   double pipeline_wait_s = 0;  // blocked on other pipeline stages (MicroBatchRunner::neighbour_wait_s)
+  double update_s = 0;         // in the optimizer update (StepResult::update_s)
   int64_t timed_steps = 0, steps_this_run = 0;
   // traffic_bytes() of the dp, tp and pp communicators when the first step began
   uint64_t dp_traffic_at_start = 0, tp_traffic_at_start = 0, pp_traffic_at_start = 0;

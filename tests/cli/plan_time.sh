@@ -139,7 +139,7 @@ py "
 import json; m = [e for e in map(json.loads, open('pipe/metrics.jsonl')) if e.get('event') == 'step_time_vs_predicted']
 assert len(m) == 1, m
 x = m[0]['measured']
-assert 0 < x['busiest_compute_s'] < x['runner_s'], x
+assert 0 < x['busiest_compute_s'] < x['runner_s'] and x['update_s'] > 0, x
 assert abs(x['runner_s'] - x['busiest_compute_s'] - x['pipeline_wait_s']) < 1e-12, x
 assert x['pipeline_wait_s'] > 0.05 * x['runner_s'], x  # a third in theory
 assert m[0]['predicted_pipeline_wait_s'] > 0, m[0]

@@ -29,8 +29,8 @@ TEST(PipelineStageShares, AveragesEachStageOverItsRanks) {
             "the schedule's bubble with equal stages 11.1 %");
 }
 
-// The busiest stage's compute and the rest of the runner's time, each beside its prediction; one
-// stage: no split.
+// The optimizer update and the runner apart; the busiest stage's compute and the rest of the runner's
+// time, each beside its prediction; one stage: no split.
 TEST(PredictedVsMeasured, SplitsAPipelinesRunnerIntoTheBusiestComputeAndItsWaits) {
   StepTimePrediction p;
   p.step_s = 1.0;
@@ -39,12 +39,17 @@ TEST(PredictedVsMeasured, SplitsAPipelinesRunnerIntoTheBusiestComputeAndItsWaits
   p.breakdown.tp_s = 0.1;
   p.breakdown.bubble_s = 0.15;
   p.breakdown.pp_s = 0.05;
-  MeasuredStep m{.step_s = 1.1, .comm_wait_s = 0.1, .loader_wait_s = 0.0, .steps = 3, .busiest_compute_s = 0.75};
+  p.breakdown.optimizer_s = 0.04;
+  // step 1.15 s = 0.1 collective wait + 0.05 optimizer + 1.0 runner (0.75 busiest compute + 0.25 waits)
+  MeasuredStep m{.step_s = 1.15, .comm_wait_s = 0.1, .loader_wait_s = 0.0, .steps = 3, .update_s = 0.05,
+                 .busiest_compute_s = 0.75};
   const nlohmann::json j = predicted_vs_measured_json(p, m);
   EXPECT_NEAR(j["measured"]["runner_s"].get<double>(), 1.0, 1e-12);
   EXPECT_NEAR(j["measured"]["pipeline_wait_s"].get<double>(), 0.25, 1e-12);
   EXPECT_NEAR(j["predicted_pipeline_wait_s"].get<double>(), 0.2, 1e-12);
   const std::string line = predicted_vs_measured_line(p, m);
+  EXPECT_NE(line.find("optimizer predicted 0.04 s, measured 0.05 s"), std::string::npos) << line;
+  EXPECT_NE(line.find("runner (compute, tp, pp, bubble) predicted 0.9 s, measured 1 s"), std::string::npos) << line;
   EXPECT_NE(line.find("the busiest stage's compute (tp included) predicted 0.7 s, measured 0.75 s"), std::string::npos)
       << line;
   EXPECT_NE(line.find("pipeline waits (bubble + pp messages) predicted 0.2 s, measured 0.25 s"), std::string::npos) << line;
