@@ -128,27 +128,31 @@ assert len(p) == 1 and p[0]['hardware'] == 'this machine (measured at start)', p
 echo "ok: train writes the prediction at start and predicted vs measured at the end"
 
 # A pipeline's runner time split at the end: the busiest stage's compute and its waits on the other
-# stage. GPipe over 2 stages with 2 micro-batches idles a third of the step in theory, so the
-# measured waits are well above nothing however loaded the machine (a stage can only wait).
+# stage, and each stage's idle share. Checked for their structure, not their sizes: on a loaded machine
+# a descheduled rank's "compute" swallows its waits (a run beside the CI's other tests measured 4 % of
+# waits where GPipe's theory says a third). Some wait is always measured: stage 1 receives stage 0's
+# first activation before it can start.
 out=$(mpirun --allow-run-as-root --oversubscribe -np 2 "$TESSERA" train --config "$CONFIG" "${TINY[@]}" data.dir=data \
       model.n_layer=2 train.micro_batch=1 train.batch_tokens=64 parallel.pp=2 parallel.schedule=gpipe \
       train.out_dir=pipe train.steps=6 train.hardware="$A100" 2>&1) || fail "pp 2: $out"
+grep -qE "optimizer predicted [0-9.e+-]+ s, measured [0-9.e+-]+ s; runner" <<<"$out" || fail "no optimizer part: $out"
 grep -qE "pipeline waits \(bubble \+ pp messages\) predicted [0-9.e+-]+ s, measured [0-9.e+-]+ s" <<<"$out" ||
   fail "no pipeline split in predicted vs measured: $out"
 py "
-import json; m = [e for e in map(json.loads, open('pipe/metrics.jsonl')) if e.get('event') == 'step_time_vs_predicted']
+import json; ev = [json.loads(l) for l in open('pipe/metrics.jsonl')]
+m = [e for e in ev if e.get('event') == 'step_time_vs_predicted']
 assert len(m) == 1, m
 x = m[0]['measured']
-assert 0 < x['busiest_compute_s'] < x['runner_s'] and x['update_s'] > 0, x
-assert abs(x['runner_s'] - x['busiest_compute_s'] - x['pipeline_wait_s']) < 1e-12, x
-assert x['pipeline_wait_s'] > 0.05 * x['runner_s'], x  # a third in theory
+assert x['busiest_compute_s'] > 0 and x['update_s'] > 0, x
+assert abs(x['runner_s'] - max(0.0, x['step_s'] - x['comm_wait_s'] - x['loader_wait_s'] - x['update_s'])) < 1e-12, x
+assert abs(x['pipeline_wait_s'] - max(0.0, x['runner_s'] - x['busiest_compute_s'])) < 1e-12, x
 assert m[0]['predicted_pipeline_wait_s'] > 0, m[0]
-w = [e for e in map(json.loads, open('pipe/metrics.jsonl')) if e.get('event') == 'pipeline_idle']
+w = [e for e in ev if e.get('event') == 'pipeline_idle']
 assert len(w) == 1 and abs(w[0]['equal_stage_bubble'] - 1 / 3) < 1e-9, w  # GPipe: (p-1)/(m+p-1)
 idle, waits = w[0]['idle_share_per_stage'], w[0]['pipeline_wait_share_per_stage']
-assert len(idle) == 2 and len(waits) == 2 and all(0.05 < x < 0.95 for x in waits), w
-assert all(x <= i + 1e-12 for x, i in zip(waits, idle)), w  # waiting on the other stage is idle time
-" || fail "the measured pipeline waits are missing or implausible: $(grep -E 'step_time_vs_predicted|pipeline_idle' pipe/metrics.jsonl)"
+assert len(idle) == 2 and len(waits) == 2 and max(waits) > 0, w
+assert all(0 <= x <= i + 1e-12 <= 1 + 1e-12 for x, i in zip(waits, idle)), w  # waiting on the other stage is idle time
+" || fail "the measured pipeline waits are missing or inconsistent: $(grep -E 'step_time_vs_predicted|pipeline_idle' pipe/metrics.jsonl)"
 grep -qE "^pipeline stages idle [0-9.]+ % / [0-9.]+ % of the step \(waiting on the other stages [0-9.]+ % / [0-9.]+ %\); the schedule's bubble with equal stages 33.3 %" <<<"$out" ||
   fail "no pipeline idle per stage: $out"
 echo "ok: a pipeline's end-of-run lines split the runner into the busiest stage's compute and its waits, and give each stage's waits"
