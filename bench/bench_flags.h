@@ -41,8 +41,9 @@ class Flags {
     positionals_.push_back({name, help, shown(*out), true, [out](const std::string& v) { return read(v, out); }});
     return *this;
   }
-  // --cpu-isa LEVEL: the kernels' level (backend/cpu_isa.h); apply it with select_cpu_isa_for_bench.
+  // --cpu-isa LEVEL: the kernels' level (backend/cpu_isa.h), applied by parse() once the flags are read.
   Flags& cpu_isa(std::string* out) {
+    cpu_isa_ = out;
     return option("--cpu-isa", out, "kernel level: auto, avx2, avx512 or avx512_bf16 (a lower one is forced)");
   }
 
@@ -61,7 +62,8 @@ class Flags {
     return u;
   }
 
-  // Reads argv into the declared places. nullopt: go on; otherwise the exit code (0 after --help).
+  // Reads argv into the declared places, then applies --cpu-isa when declared. nullopt: go on;
+  // otherwise the exit code (0 after --help, 2 on a bad flag or level).
   std::optional<int> parse(int argc, char** argv) const {
     size_t next_positional = 0;
     for (int i = 1; i < argc; ++i) {
@@ -89,7 +91,7 @@ class Flags {
       const std::string v = argv[++i];
       if (!f->set(v)) return refuse(a + ": '" + v + "' is not a valid value");
     }
-    return std::nullopt;
+    return cpu_isa_ != nullptr ? select_cpu_isa_level(*cpu_isa_) : std::nullopt;
   }
 
  private:
@@ -98,6 +100,17 @@ class Flags {
     bool takes_value;
     std::function<bool(const std::string&)> set;
   };
+
+  // Runs this process's kernels at the level (before any kernel or oneDNN call: oneDNN takes its cap
+  // only before its first use) and prints the level in use. nullopt: go on; otherwise exit code 2.
+  static std::optional<int> select_cpu_isa_level(const std::string& level) {
+    if (const Status s = select_cpu_isa(level); !s.ok()) {
+      std::fprintf(stderr, "--cpu-isa %s: %s\n", level.c_str(), s.message().c_str());
+      return 2;
+    }
+    std::printf("CPU kernels %s\n", cpu_isa_summary().c_str());
+    return std::nullopt;
+  }
 
   std::optional<int> refuse(const std::string& problem) const {
     std::fprintf(stderr, "%s: %s\n%s", program_.c_str(), problem.c_str(), usage().c_str());
@@ -135,17 +148,7 @@ class Flags {
 
   std::string program_, about_;
   std::vector<Flag> flags_, positionals_;
+  std::string* cpu_isa_ = nullptr;  // set by cpu_isa()
 };
-
-// Runs this process's kernels at --cpu-isa's level (before any kernel or oneDNN call: oneDNN takes its
-// cap only before its first use) and prints the level in use. nullopt: go on; otherwise exit code 2.
-inline std::optional<int> select_cpu_isa_for_bench(const std::string& level) {
-  if (const Status s = select_cpu_isa(level); !s.ok()) {
-    std::fprintf(stderr, "--cpu-isa %s: %s\n", level.c_str(), s.message().c_str());
-    return 2;
-  }
-  std::printf("CPU kernels %s\n", cpu_isa_summary().c_str());
-  return std::nullopt;
-}
 
 }  // namespace tessera::bench

@@ -75,7 +75,6 @@ int main(int argc, char** argv) {
           .cpu_isa(&cpu_isa)
           .option("--json", &json, "write the results here");
   if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
-  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   if (params < 1 || dp < 1 || reps < 1 || threads < 1) {
     std::fprintf(stderr, "bench_optimizer_update: --params, --dp, --reps and --threads must be at least 1\n%s",
                  flags.usage().c_str());

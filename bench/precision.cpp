@@ -114,7 +114,6 @@ int main(int argc, char** argv) {
           .cpu_isa(&cpu_isa)
           .option("--json", &json, "write the results here");
   if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
-  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   omp_set_num_threads(threads);
   // The matmuls below run on one backend (its workspace and its bf16 switch), as a training run's do.
   CpuBackend cpu;

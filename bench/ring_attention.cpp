@@ -64,7 +64,6 @@ int main(int argc, char** argv) {
           .cpu_isa(&cpu_isa)
           .option("--json", &json_path, "write the results here");
   if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
-  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   MpiRuntime mpi;
   omp_set_num_threads(threads);
   auto world_or = MpiCommunicator::create_world();

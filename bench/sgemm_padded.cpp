@@ -66,7 +66,6 @@ int main(int argc, char** argv) {
           .option("--threads", &threads, "OpenMP threads (0: OpenMP's default)")
           .option("--json", &json_path, "write the results here");
   if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
-  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   reps = std::max(1, reps);
   if (threads > 0) omp_set_num_threads(threads);
   std::printf("%d threads\n", omp_get_max_threads());

@@ -59,7 +59,6 @@ int main(int argc, char** argv) {
                                  .option("--device", &device_name_arg, "cpu or cuda")
                                  .option("--json", &json_path, "write the results here");
   if (const auto exit_code = flags.parse(argc, argv)) return *exit_code;
-  if (const auto exit_code = bench::select_cpu_isa_for_bench(cpu_isa)) return *exit_code;
   const auto precision = parse_precision(precision_arg);
   if (!precision.ok() || precision.value() == Precision::fp16) {  // fp16 needs the trainer's loss scaler
     std::fprintf(stderr, "--precision %s: the step benchmark runs fp32 or bf16\n", precision_arg.c_str());
