@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -29,12 +30,27 @@ using namespace tessera;
 using bench::median;
 using bench::now_s;
 
+// 64-byte aligned, as the trainer's parameters, gradients and moments (core/memory.h): a vector's
+// 16-byte alignment splits a cache line on every other AVX-512 load, and the update measured 28 GB/s
+// against 39 aligned (16 Mi parameters, Zen 4).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <class U>
+  explicit CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const CacheLineAllocator&) const { return true; }
+};
+using Floats = std::vector<float, CacheLineAllocator<float>>;
+
 struct State {
-  std::vector<float> params, grads, m, v;
+  Floats params, grads, m, v;
   explicit State(int64_t n) : params(n, 0.5f), grads(n), m(n, 0.f), v(n, 0.f) {}
 };
 
-void fill_summed_gradient(std::vector<float>& g, int dp) {
+void fill_summed_gradient(Floats& g, int dp) {
   for (size_t i = 0; i < g.size(); ++i) g[i] = dp * 1e-3f * static_cast<float>((i * 2654435761u) % 2001) - dp;
 }
 

@@ -32,6 +32,10 @@ struct MeasuredCollective {
   LinkSpec link;
 };
 
+// What the optimizer step streams a parameter: the gradient norm reads the gradient (4), AdamW reads
+// parameter, gradient and both moments and writes parameter and moments (28).
+inline constexpr double kOptimizerBytesPerParam = 32;
+
 struct HardwareSpec {
   std::string name;    // "a100-80gb-8x"
   std::string source;  // where the numbers come from (a citation, or "measured by tessera plan --calibrate")
@@ -51,8 +55,8 @@ struct HardwareSpec {
   // what ZeRO 2 / 3 pay every micro-batch for the gradient and gathered-parameter pages they give
   // back (core/memory.h, paged buffers). 0: free (a GPU's buffers stay mapped).
   double refault_bandwidth = 0;
-  // bytes/s of the optimizer step's streams (the gradient norm, AdamW, zeroing the gradients: 36 bytes
-  // a parameter), measured over arrays far beyond the caches; 0: memory_bandwidth.
+  // bytes/s of the optimizer step's streams (the gradient norm and AdamW: kOptimizerBytesPerParam),
+  // measured over arrays far beyond the caches; 0: memory_bandwidth.
   double optimizer_bandwidth = 0;
   // [node]
   int devices_per_node = 1;

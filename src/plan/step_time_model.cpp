@@ -179,15 +179,16 @@ HardwareSpec scaled_to_threads(HardwareSpec hw, double speedup) {
 // Bytes per owned element that ZeRO's own passes over the shard stream in a step (parallel/zero.cpp),
 // beyond AdamW: each reduce-scatter's average divides the received slice in place (8); stage 1
 // copies it into the flat gradient (8), stages 2-3 add it to the accumulator (12), once per
-// micro-batch; clipping scales the owned gradient (8; the first steps of a run clip). The
-// all-gathers run in place and copy nothing. GPT-2 dp 2 ZeRO 1 on a 2-core Zen 4: 100 ms a step of
-// copies and scaling in perf samples that the model did not charge (measured +16.6 %).
+// micro-batch, and zero the accumulator after AdamW (4); clipping scales the owned gradient (8; the
+// first steps of a run clip). The all-gathers run in place and copy nothing. GPT-2 dp 2 ZeRO 1 on a
+// 2-core Zen 4: 100 ms a step of copies and scaling in perf samples that the model did not charge
+// (measured +16.6 %).
 double zero_shard_pass_bytes(int zero, int micro_batches) {
   const double M = micro_batches;
   switch (zero) {
     case 1: return 8 + 8 + 8;
     case 2:
-    case 3: return M * (8 + 12) + 8;
+    case 3: return M * (8 + 12) + 4 + 8;
     default: return 0;
   }
 }
@@ -306,9 +307,9 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
       const double wte = kF * static_cast<double>(m.vocab_size * m.d_model) / g.tp;
       dp_exposed[s] += ring_all_reduce_s(wte, 2, pp_link);
     }
-    // AdamW over the owned parameters: read p, g, m, v and write p, m, v; clipping reads g; zeroing writes it.
+    // The norm and AdamW over the owned parameters (the gradients' zeroing is in the probe's compute).
     const double owned = zero > 0 ? params / shards : params;
-    opt[s] = (36.0 + zero_shard_pass_bytes(shards > 1 ? zero : 0, M)) * owned / hw.optimizer_rate() +
+    opt[s] = (kOptimizerBytesPerParam + zero_shard_pass_bytes(shards > 1 ? zero : 0, M)) * owned / hw.optimizer_rate() +
              4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
     end[s] = finish[s] + dp_exposed[s] + opt[s];
     if (end[s] > end[slow]) slow = s;

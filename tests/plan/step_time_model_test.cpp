@@ -264,7 +264,7 @@ TEST(StepTimeModel, ZeroPaysForThePagesItHandsBack) {
   }
 }
 
-// The optimizer streams 36 bytes a parameter at its own measured rate when there is one, else at the
+// The optimizer streams 32 bytes a parameter (the norm and AdamW) at its own measured rate when there is one, else at the
 // elementwise memory rate (which a small working set measures in cache).
 TEST(StepTimeModel, OptimizerStreamsAtItsOwnMeasuredRate) {
   HardwareSpec h = ideal();
@@ -272,15 +272,15 @@ TEST(StepTimeModel, OptimizerStreamsAtItsOwnMeasuredRate) {
   const RunConfig cfg = config();
   const double P = static_cast<double>(ParamLayout(cfg.model).total_numel());
   const double overhead = 4 * h.op_overhead_s;
-  EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, 36 * P / 4e10 + overhead, 1e-12);
+  EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, kOptimizerBytesPerParam * P / 4e10 + overhead, 1e-12);
   h.optimizer_bandwidth = 1e10;
-  EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, 36 * P / 1e10 + overhead, 1e-12);
+  EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, kOptimizerBytesPerParam * P / 1e10 + overhead, 1e-12);
 }
 
-// ZeRO's passes over the owned shard (parallel/zero.cpp) stream beside AdamW's 36 bytes an element:
-// stage 1 average, copy back, clip and the gather's send copy (32); stage 2 the average and the
-// accumulation every micro-batch (20 each), clip and send copy (16); stage 3 also a send copy before
-// every forward and backward (36 a micro-batch, clip 8).
+// ZeRO's passes over the owned shard (parallel/zero.cpp) stream beside the norm and AdamW's 32 bytes
+// an element: stage 1 the average, the copy into the flat gradient and the clip (24); stages 2-3 the
+// average and the accumulation every micro-batch (20 each), the accumulator's zeroing (4) and the
+// clip (8).
 TEST(StepTimeModel, ZeroStreamsItsShardPassesBesideAdamW) {
   HardwareSpec h = ideal();
   h.optimizer_bandwidth = 1e9;
@@ -290,12 +290,12 @@ TEST(StepTimeModel, ZeroStreamsItsShardPassesBesideAdamW) {
     EXPECT_EQ(cfg.train.grad_accum, 2);
     return predict(cfg, 2, h).breakdown.optimizer_s - overhead;
   };
-  const double owned = opt(1) * 1e9 / (36 + 24);
+  const double owned = opt(1) * 1e9 / (32 + 24);
   const RunConfig one = config();
   const double params = static_cast<double>(ParamLayout(one.model).total_numel());
   EXPECT_NEAR(owned, params / 2, 0.01 * params);  // half, up to ZeRO's unit alignment
-  EXPECT_NEAR(opt(2), (36 + 2 * 20 + 8) * owned / 1e9, 1e-12);
-  EXPECT_NEAR(opt(3), (36 + 2 * 20 + 8) * owned / 1e9, 1e-12);
+  EXPECT_NEAR(opt(2), (32 + 2 * 20 + 4 + 8) * owned / 1e9, 1e-12);
+  EXPECT_NEAR(opt(3), (32 + 2 * 20 + 4 + 8) * owned / 1e9, 1e-12);
 }
 
 // Owner-only experts (ep, no ZeRO): dense gradients are reduced over dp x ep, each rank's
