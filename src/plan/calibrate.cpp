@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -191,9 +192,13 @@ double refault_bandwidth_of(int reps) {
 // (Timing a zeroing pass here as well, 36 bytes, measured GPT-2's update at about twice its time.)
 double optimizer_bandwidth_of(int64_t n, int reps) {
   // 64-byte aligned, as the trainer's ParamStore and optimizer state (a vector's 16-byte alignment
-  // splits a cache line on every other AVX-512 load).
-  Buffer state(4 * sizeof(float) * static_cast<size_t>(n), MemCategory::other);
-  float* p = static_cast<float*>(state.data());
+  // splits a cache line on every other AVX-512 load). Not a Buffer: a run's memory counters would
+  // take these bytes for its own peak.
+  const size_t bytes = 4 * sizeof(float) * static_cast<size_t>(n);
+  std::vector<float> storage(4 * n + 16);
+  void* base = storage.data();
+  size_t space = storage.size() * sizeof(float);
+  float* p = static_cast<float*>(std::align(64, bytes, base, space));
   float *g = p + n, *m = g + n, *v = m + n;
   std::fill(p, g, 0.5f);
   std::fill(g, m, 0.01f);
@@ -220,6 +225,28 @@ Result<double> group_seconds(Communicator& group, int reps, const std::function<
     if (r > 0) best = std::min(best, static_cast<double>(t));
   }
   return best;
+}
+
+// A barrier that sleeps while it waits, so the rank whose turn it is has the cores to itself.
+Status sleeping_barrier(Communicator& world) {
+  Work w = world.barrier_async();
+  for (int ms = 0; ms < 10000 && !w.test(); ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return w.wait();  // a rank that never comes: the communicator's timeout names it
+}
+
+// The optimizer's streams, each of a node's ranks alone in turn (rank % ranks_per_node: mpirun's
+// default placement fills a node before the next). Measured all at once, a rank's rate depended on
+// what the others happened to be doing: GPT-2's calibration under mpirun -np 2 on a 2-core Zen 4 read
+// 23-25 GB/s in some runs and 38-41 in others, where the update streams 37 in training.
+Result<double> optimizer_bandwidth_in_turn(Communicator& world, const CalibrationOptions& o, int ranks_per_node) {
+  const int turns = std::clamp(ranks_per_node, 1, world.size());
+  double rate = 0;
+  for (int turn = 0; turn < turns; ++turn) {
+    TS_RETURN_IF_ERROR(sleeping_barrier(world));
+    if (world.rank() % turns == turn) rate = optimizer_bandwidth_of(optimizer_calibration_params(o), o.reps);
+  }
+  TS_RETURN_IF_ERROR(sleeping_barrier(world));
+  return rate;
 }
 
 }  // namespace
@@ -299,7 +326,6 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
     h.op_overhead_s = seconds_of([&] { ops::add(c.data(), a.data(), b.data(), 64); }, o.reps);
   }
   h.refault_bandwidth = refault_bandwidth_of(o.reps);
-  h.optimizer_bandwidth = optimizer_bandwidth_of(optimizer_calibration_params(o), o.reps);
   const CalibrationProbe probe = o.probe ? *o.probe : generic_probe();
   measure_compute_scales(h, probe, o.quick ? 0.3 : 1.0);
   // Scales from a bf16 probe carry its operand rounding: right for bf16 runs, too slow for fp32 ones.
@@ -316,7 +342,6 @@ HardwareSpec calibrate_device(const CalibrationOptions& options, int ranks_per_n
   const double sharing = h.core_sharing(h.devices_per_node, omp_get_max_threads());
   h.peak_flops_fp32 *= sharing;
   h.memory_bandwidth *= sharing;
-  h.optimizer_bandwidth *= sharing;
   h.refault_bandwidth *= sharing;
   h.op_overhead_s /= sharing;
   return h;
@@ -432,6 +457,7 @@ Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& 
 
 Result<HardwareSpec> calibrate_machine(Communicator& world, const CalibrationOptions& o, int ranks_per_node) {
   HardwareSpec h = calibrate_device(o, ranks_per_node);
+  TS_ASSIGN_OR_RETURN(h.optimizer_bandwidth, optimizer_bandwidth_in_turn(world, o, ranks_per_node));
   TS_ASSIGN_OR_RETURN(h.overlap_efficiency, calibrate_overlap(world, o));
   h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
   TS_ASSIGN_OR_RETURN(h.measured, calibrate_collectives(world, o));

@@ -117,9 +117,10 @@ constexpr double kAssumedCpuOverlap = 0.5;
 Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& options);
 double overlap_from_timings(double comm_alone, double compute_alone, double both);
 
-// This machine as one rank of `world` sees it: calibrate_device, calibrate_overlap and
-// calibrate_collectives, the first collective row as the intra-node link and as the network (what
-// `tessera plan --calibrate` writes and a run without train.hardware measures at start). No name.
+// This machine as one rank of `world` sees it: calibrate_device, the optimizer's streaming rate (the
+// node's ranks one at a time, each alone), calibrate_overlap and calibrate_collectives, the first
+// collective row as the intra-node link and as the network (what `tessera plan --calibrate` writes
+// and a run without train.hardware measures at start). No name.
 Result<HardwareSpec> calibrate_machine(Communicator& world, const CalibrationOptions& options, int ranks_per_node);
 
 }  // namespace tessera
