@@ -186,31 +186,39 @@ double refault_bandwidth_of(int reps) {
   return again > resident ? static_cast<double>(bytes) / (again - resident) : 0.0;
 }
 
-// The optimizer step's streams as the trainer runs them over n parameters (optimizer_calibration_params):
-// the gradient norm, then AdamW with the clipping and 1/dp folded into its read of the gradient,
+// The optimizer step as the trainer runs it over n parameters (optimizer_calibration_params): the
+// gradient norm, then AdamW with the clipping and 1/dp folded into its read of the gradient,
 // kOptimizerBytesPerParam. The gradients' zeroing at the step's start belongs to the compute probe.
 // (Timing a zeroing pass here as well, 36 bytes, measured GPT-2's update at about twice its time.)
-double optimizer_bandwidth_of(int64_t n, int reps) {
+class OptimizerState {
+ public:
   // 64-byte aligned, as the trainer's ParamStore and optimizer state (a vector's 16-byte alignment
-  // splits a cache line on every other AVX-512 load). Not a Buffer: a run's memory counters would
-  // take these bytes for its own peak.
-  const size_t bytes = 4 * sizeof(float) * static_cast<size_t>(n);
-  std::vector<float> storage(4 * n + 16);
-  void* base = storage.data();
-  size_t space = storage.size() * sizeof(float);
-  float* p = static_cast<float*>(std::align(64, bytes, base, space));
-  float *g = p + n, *m = g + n, *v = m + n;
-  std::fill(p, g, 0.5f);
-  std::fill(g, m, 0.01f);
-  int64_t step = 0;
-  const double t = seconds_of(
-      [&] {
-        const double norm = std::sqrt(ops::sum_of_squares(g, n));
-        ops::adamw_update(p, g, m, v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step,
-                          norm > 1.0 ? static_cast<float>(1.0 / norm) : 1.f);
-      },
-      reps);
-  return kOptimizerBytesPerParam * static_cast<double>(n) / t;
+  // splits a cache line on every other AVX-512 load: 28 GB/s against 39). Not a Buffer: a run's
+  // memory counters would take these bytes for its own peak.
+  explicit OptimizerState(int64_t n) : n_(n), storage_(4 * n + 16) {
+    void* base = storage_.data();
+    size_t space = storage_.size() * sizeof(float);
+    p_ = static_cast<float*>(std::align(64, 4 * sizeof(float) * static_cast<size_t>(n), base, space));
+    std::fill(p_, p_ + n, 0.5f);
+    std::fill(p_ + n, p_ + 2 * n, 0.01f);
+  }
+  void update() {
+    float *g = p_ + n_, *m = g + n_, *v = m + n_;
+    const double norm = std::sqrt(ops::sum_of_squares(g, n_));
+    ops::adamw_update(p_, g, m, v, n_, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step_,
+                      norm > 1.0 ? static_cast<float>(1.0 / norm) : 1.f);
+  }
+
+ private:
+  int64_t n_;
+  std::vector<float> storage_;
+  float* p_ = nullptr;
+  int64_t step_ = 0;
+};
+
+double optimizer_bandwidth_of(int64_t n, int reps) {
+  OptimizerState state(n);
+  return kOptimizerBytesPerParam * static_cast<double>(n) / seconds_of([&] { state.update(); }, reps);
 }
 
 // The slowest rank's seconds of `fn` (started together after a barrier), best of `reps`.
@@ -234,19 +242,26 @@ Status sleeping_barrier(Communicator& world) {
   return w.wait();  // a rank that never comes: the communicator's timeout names it
 }
 
-// The optimizer's streams, each of a node's ranks alone in turn (rank % ranks_per_node: mpirun's
-// default placement fills a node before the next). Measured all at once, a rank's rate depended on
-// what the others happened to be doing: GPT-2's calibration under mpirun -np 2 on a 2-core Zen 4 read
-// 23-25 GB/s in some runs and 38-41 in others, where the update streams 37 in training.
-Result<double> optimizer_bandwidth_in_turn(Communicator& world, const CalibrationOptions& o, int ranks_per_node) {
+// The optimizer's streams: each of a node's ranks alone in turn (rank % ranks_per_node: mpirun's
+// default placement fills a node before the next), then all at once for the node's shared rate.
+// Measured all at once only, a rank's rate depended on what the others happened to be doing: GPT-2's
+// calibration under mpirun -np 2 on a 2-core Zen 4 read 23-25 GB/s in some runs and 38-41 in others;
+// alone it reads 34-41 and together 28 each, as a dp 2 update's streams meet the other rank's.
+Status measure_optimizer_streams(Communicator& world, const CalibrationOptions& o, int ranks_per_node, HardwareSpec& h) {
   const int turns = std::clamp(ranks_per_node, 1, world.size());
-  double rate = 0;
+  const int64_t n = optimizer_calibration_params(o);
   for (int turn = 0; turn < turns; ++turn) {
     TS_RETURN_IF_ERROR(sleeping_barrier(world));
-    if (world.rank() % turns == turn) rate = optimizer_bandwidth_of(optimizer_calibration_params(o), o.reps);
+    if (world.rank() % turns == turn) h.optimizer_bandwidth = optimizer_bandwidth_of(n, o.reps);
   }
-  TS_RETURN_IF_ERROR(sleeping_barrier(world));
-  return rate;
+  if (turns == 1) return Status::ok_status();
+  OptimizerState state(n);
+  TS_ASSIGN_OR_RETURN(const double together, group_seconds(world, std::max(2, o.reps / 2), [&] {
+                        state.update();
+                        return Status::ok_status();
+                      }));
+  h.node_stream_bandwidth = turns * kOptimizerBytesPerParam * static_cast<double>(n) / together;
+  return Status::ok_status();
 }
 
 }  // namespace
@@ -457,7 +472,7 @@ Result<double> calibrate_overlap(Communicator& world, const CalibrationOptions& 
 
 Result<HardwareSpec> calibrate_machine(Communicator& world, const CalibrationOptions& o, int ranks_per_node) {
   HardwareSpec h = calibrate_device(o, ranks_per_node);
-  TS_ASSIGN_OR_RETURN(h.optimizer_bandwidth, optimizer_bandwidth_in_turn(world, o, ranks_per_node));
+  TS_RETURN_IF_ERROR(measure_optimizer_streams(world, o, ranks_per_node, h));
   TS_ASSIGN_OR_RETURN(h.overlap_efficiency, calibrate_overlap(world, o));
   h.step_overhead_s = 5e-5;  // the trainer's bookkeeping per step: metrics, progress, loss read back
   TS_ASSIGN_OR_RETURN(h.measured, calibrate_collectives(world, o));

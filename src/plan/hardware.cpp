@@ -50,6 +50,11 @@ double HardwareSpec::core_sharing(int ranks_on_node, int threads) const {
   return std::max(1.0, static_cast<double>(ranks_on_node) * std::max(1, threads) / cores_per_node);
 }
 
+double HardwareSpec::optimizer_rate_among(int together) const {
+  if (node_stream_bandwidth <= 0 || together < 1) return optimizer_rate();
+  return std::min(optimizer_rate(), node_stream_bandwidth / together);
+}
+
 double HardwareSpec::thread_speedup(int threads) const {
   if (cores_per_node <= 0 || threads_per_device <= 0) return 1.0;
   return static_cast<double>(std::max(1, threads)) / threads_per_device;
@@ -185,6 +190,7 @@ Result<HardwareSpec> parse_hardware(std::string_view toml_text, const std::strin
   Section node(root.get_as<toml::table>("node"), "node", origin);
   TS_RETURN_IF_ERROR(node.integer("devices", h.devices_per_node, true));
   TS_RETURN_IF_ERROR(node.integer("cores", h.cores_per_node, false));
+  TS_RETURN_IF_ERROR(node.number("stream_gbs", kG, h.node_stream_bandwidth, false));
   TS_RETURN_IF_ERROR(node.number("link_bandwidth_gbs", kG, h.intra.bandwidth, true, 1e-9));
   TS_RETURN_IF_ERROR(node.number("link_latency_us", kUs, h.intra.latency_s, true));
   TS_RETURN_IF_ERROR(node.unknown_keys());
@@ -267,6 +273,7 @@ std::string hardware_to_toml(const HardwareSpec& h) {
   out += "\n[node]\n";
   out += "devices = " + std::to_string(h.devices_per_node) + "\n";
   if (h.cores_per_node > 0) out += "cores = " + std::to_string(h.cores_per_node) + "\n";
+  if (h.node_stream_bandwidth > 0) line("stream_gbs", h.node_stream_bandwidth / kG);
   line("link_bandwidth_gbs", h.intra.bandwidth / kG);
   line("link_latency_us", h.intra.latency_s / kUs);
   out += "\n[network]\n";

@@ -66,6 +66,10 @@ struct HardwareSpec {
   // CPU machines: the threads per rank the device's rates were measured with (0: unknown, taken to be
   // the run's own). A run whose ranks run more (or fewer) threads computes faster (slower) in proportion.
   int threads_per_device = 0;
+  // bytes/s the node's memory gives the optimizer's streams of all its ranks updating at once (0:
+  // unmeasured, each rank streams at optimizer_bandwidth). Two ranks of a 2-core Zen 4 each updated at
+  // 28 GB/s together against 39 alone.
+  double node_stream_bandwidth = 0;
   LinkSpec intra;
   // [network]
   LinkSpec inter;
@@ -105,6 +109,9 @@ struct HardwareSpec {
   double thread_speedup(int threads) const;
   // The optimizer step's streaming rate: optimizer_bandwidth, or memory_bandwidth where unmeasured.
   double optimizer_rate() const { return optimizer_bandwidth > 0 ? optimizer_bandwidth : memory_bandwidth; }
+  // A rank's optimizer rate while `together` of the node's ranks update at once: its own rate, or its
+  // share of node_stream_bandwidth where that is less.
+  double optimizer_rate_among(int together) const;
 };
 
 // Parses a hardware TOML; every error names the file, the key and what is expected.

@@ -227,6 +227,11 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   const int shards = g.ep > 1 ? g.dp * g.cp : replicas;
   std::vector<RankTime> ranks;
   for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link, cp_link, ep_link));
+  // The node's ranks that update at once share its memory: those on a core of their own (more take
+  // turns, which core_sharing charges).
+  const int threads = run_threads(hw, cfg, world_size);
+  const int on_cores = hw.cores_per_node > 0 ? std::max(1, hw.cores_per_node / threads) : ranks_on_node(hw, world_size);
+  const double optimizer_rate = hw.optimizer_rate_among(std::min(ranks_on_node(hw, world_size), on_cores));
 
   // Compute, tp and the pipeline: each stage's micro-batches through the schedule.
   std::vector<double> compute(P, 0), tp(P, 0), cpc(P, 0), epc(P, 0), recompute(P, 0), finish(P, 0);
@@ -307,9 +312,10 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
       const double wte = kF * static_cast<double>(m.vocab_size * m.d_model) / g.tp;
       dp_exposed[s] += ring_all_reduce_s(wte, 2, pp_link);
     }
-    // The norm and AdamW over the owned parameters (the gradients' zeroing is in the probe's compute).
+    // The norm and AdamW over the owned parameters (the gradients' zeroing is in the probe's compute),
+    // the node's ranks updating at once.
     const double owned = zero > 0 ? params / shards : params;
-    opt[s] = (kOptimizerBytesPerParam + zero_shard_pass_bytes(shards > 1 ? zero : 0, M)) * owned / hw.optimizer_rate() +
+    opt[s] = (kOptimizerBytesPerParam + zero_shard_pass_bytes(shards > 1 ? zero : 0, M)) * owned / optimizer_rate +
              4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
     end[s] = finish[s] + dp_exposed[s] + opt[s];
     if (end[s] > end[slow]) slow = s;

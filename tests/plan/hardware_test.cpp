@@ -51,6 +51,7 @@ TEST(Hardware, RoundTripsThroughToml) {
   h.devices_per_node = 2;
   h.cores_per_node = 4;
   h.threads_per_device = 2;
+  h.node_stream_bandwidth = 2.5e10;
   h.intra = {1e-6, 5e9};
   h.inter = {1e-5, 1e9};
   h.overlap_efficiency = 0.5;
@@ -83,6 +84,7 @@ TEST(Hardware, RoundTripsThroughToml) {
   EXPECT_NEAR(back->optimizer_bandwidth, 1.5e10, 1e4);
   EXPECT_EQ(back->cores_per_node, 4);
   EXPECT_EQ(back->threads_per_device, 2);
+  EXPECT_NEAR(back->node_stream_bandwidth, 2.5e10, 1e4);
   ASSERT_EQ(back->measured.size(), 1u);
   EXPECT_EQ(back->measured[0].ranks, 2);
   EXPECT_NEAR(back->collective_link(2, false).bandwidth, 4e9, 1);

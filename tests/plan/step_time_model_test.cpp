@@ -277,6 +277,31 @@ TEST(StepTimeModel, OptimizerStreamsAtItsOwnMeasuredRate) {
   EXPECT_NEAR(predict(cfg, 1, h).breakdown.optimizer_s, kOptimizerBytesPerParam * P / 1e10 + overhead, 1e-12);
 }
 
+// Ranks updating at once share the node's memory: each streams at its share of node_stream_bandwidth
+// where that is below its own rate; ranks beyond the cores take turns (core sharing stretches them),
+// so only those on a core of their own split the node's rate.
+TEST(StepTimeModel, RanksUpdatingAtOnceShareTheNodesStreams) {
+  HardwareSpec h = ideal();
+  h.devices_per_node = 4;
+  h.cores_per_node = 2;
+  h.threads_per_device = 1;
+  h.optimizer_bandwidth = 4e10;
+  const double overhead = 4 * h.op_overhead_s;
+  const RunConfig one = config({"train.threads=1"});
+  const RunConfig two = config({"train.threads=1", "parallel.dp=2", "train.batch_tokens=1024"});
+  const RunConfig four = config({"train.threads=1", "parallel.dp=4", "train.batch_tokens=2048"});
+  const double P = static_cast<double>(ParamLayout(one.model).total_numel());
+  const double bytes = kOptimizerBytesPerParam * P;
+  EXPECT_NEAR(predict(two, 2, h).breakdown.optimizer_s, bytes / 4e10 + overhead, 1e-12);  // unmeasured: no sharing
+  h.node_stream_bandwidth = 6e10;
+  EXPECT_NEAR(predict(one, 1, h).breakdown.optimizer_s, bytes / 4e10 + overhead, 1e-12);  // alone: its own rate
+  EXPECT_NEAR(predict(two, 2, h).breakdown.optimizer_s, bytes / 3e10 + overhead, 1e-12);  // two at once: half the node's
+  // Four ranks on two cores: two update at once (3e10 each), and each takes turns with another (x 2).
+  EXPECT_NEAR(predict(four, 4, h).breakdown.optimizer_s, 2 * (bytes / 3e10 + overhead), 1e-12);
+  h.node_stream_bandwidth = 1e11;  // more than two ranks' own rates: each streams at its own
+  EXPECT_NEAR(predict(two, 2, h).breakdown.optimizer_s, bytes / 4e10 + overhead, 1e-12);
+}
+
 // ZeRO's passes over the owned shard (parallel/zero.cpp) stream beside the norm and AdamW's 32 bytes
 // an element: stage 1 the average, the copy into the flat gradient and the clip (24); stages 2-3 the
 // average and the accumulation every micro-batch (20 each), the accumulator's zeroing (4) and the

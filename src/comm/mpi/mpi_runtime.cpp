@@ -14,6 +14,9 @@
 
 namespace tessera {
 
+// How long abort_job gives MPI_Abort to end the job before the rank exits by itself.
+constexpr int kAbortGraceSeconds = 3;
+
 MpiRuntime::MpiRuntime(int thread_level) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -74,6 +77,13 @@ void abort_job(const std::string& message, int exit_code) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::this_thread::sleep_for(std::chrono::milliseconds(250 * std::min(rank, 8)));
+    // Should MPI_Abort itself never return nor end the job (twice in CI a job whose other ranks
+    // aborted while one hung outlived its deadline), leave without it: mpirun ends a job one of
+    // whose ranks exits without MPI_Finalize.
+    std::thread([exit_code] {
+      std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceSeconds));
+      std::_Exit(exit_code);
+    }).detach();
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   }
   std::_Exit(exit_code);
