@@ -176,22 +176,25 @@ HardwareSpec scaled_to_threads(HardwareSpec hw, double speedup) {
   return hw;
 }
 
-// Bytes per owned element that ZeRO's own passes over the shard stream in a step (parallel/zero.cpp),
-// beyond AdamW: each reduce-scatter's average divides the received slice in place (8); stage 1
-// copies it into the flat gradient (8), stages 2-3 add it to the accumulator (12), once per
-// micro-batch, and zero the accumulator after AdamW (4); clipping scales the owned gradient (8; the
-// first steps of a run clip). The all-gathers run in place and copy nothing. GPT-2 dp 2 ZeRO 1 on a
-// 2-core Zen 4: 100 ms a step of copies and scaling in perf samples that the model did not charge
-// (measured +16.6 %).
-double zero_shard_pass_bytes(int zero, int micro_batches) {
-  const double M = micro_batches;
+// Bytes per owned element that ZeRO's own passes over the shard stream in a step's update, beyond
+// the norm and AdamW (parallel/zero.cpp): stage 1 divides the reduce-scatter's slice in place (8) and
+// copies it into the flat gradient (8); stages 2-3 zero the accumulator after AdamW (4); clipping
+// scales the owned gradient (8; the first steps of a run clip). The all-gathers run in place and copy
+// nothing. GPT-2 dp 2 ZeRO 1 on a 2-core Zen 4: 100 ms a step of copies and scaling in perf samples
+// that the model did not charge (measured +16.6 %).
+double zero_update_pass_bytes(int zero) {
   switch (zero) {
     case 1: return 8 + 8 + 8;
     case 2:
-    case 3: return M * (8 + 12) + 4 + 8;
+    case 3: return 4 + 8;
     default: return 0;
   }
 }
+
+// Bytes per owned element that stages 2-3 stream in each micro-batch's backward, as its reduce-scatter
+// lands: the slice divided in place (8) and added to the accumulator (12). (Booked with the update,
+// GPT-2's ZeRO 2 / 3 update was predicted at 123 ms for 81-85 measured.)
+double zero_backward_pass_bytes(int zero, int micro_batches) { return zero >= 2 ? micro_batches * (8.0 + 12.0) : 0.0; }
 
 }  // namespace
 
@@ -313,10 +316,14 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
       dp_exposed[s] += ring_all_reduce_s(wte, 2, pp_link);
     }
     // The norm and AdamW over the owned parameters (the gradients' zeroing is in the probe's compute),
-    // the node's ranks updating at once.
+    // the node's ranks updating at once; ZeRO's passes over its shard in the update and the backward.
+    const int zero_passes = shards > 1 ? zero : 0;
     const double owned = zero > 0 ? params / shards : params;
-    opt[s] = (kOptimizerBytesPerParam + zero_shard_pass_bytes(shards > 1 ? zero : 0, M)) * owned / optimizer_rate +
+    opt[s] = (kOptimizerBytesPerParam + zero_update_pass_bytes(zero_passes)) * owned / optimizer_rate +
              4 * hw.op_overhead_s * static_cast<double>(ranks[s].chunks.size());
+    const double backward_passes = zero_backward_pass_bytes(zero_passes, M) * owned / optimizer_rate;
+    compute[s] += backward_passes;
+    finish[s] += backward_passes;
     end[s] = finish[s] + dp_exposed[s] + opt[s];
     if (end[s] > end[slow]) slow = s;
   }

@@ -303,24 +303,28 @@ TEST(StepTimeModel, RanksUpdatingAtOnceShareTheNodesStreams) {
 }
 
 // ZeRO's passes over the owned shard (parallel/zero.cpp) stream beside the norm and AdamW's 32 bytes
-// an element: stage 1 the average, the copy into the flat gradient and the clip (24); stages 2-3 the
-// average and the accumulation every micro-batch (20 each), the accumulator's zeroing (4) and the
-// clip (8).
+// an element: in the update, stage 1 the average, the copy into the flat gradient and the clip (24),
+// stages 2-3 the accumulator's zeroing (4) and the clip (8); in each micro-batch's backward, stages
+// 2-3 the average and the accumulation (20), which the compute carries.
 TEST(StepTimeModel, ZeroStreamsItsShardPassesBesideAdamW) {
   HardwareSpec h = ideal();
   h.optimizer_bandwidth = 1e9;
   const double overhead = 4 * h.op_overhead_s;
-  auto opt = [&](int zero) {
+  auto run = [&](int zero) {
     const RunConfig cfg = config({"parallel.dp=2", "parallel.zero=" + std::to_string(zero), "train.batch_tokens=1024"});
     EXPECT_EQ(cfg.train.grad_accum, 2);
-    return predict(cfg, 2, h).breakdown.optimizer_s - overhead;
+    return predict(cfg, 2, h).breakdown;
   };
-  const double owned = opt(1) * 1e9 / (32 + 24);
+  const StepTimeBreakdown plain = run(0);
+  const double owned = (run(1).optimizer_s - overhead) * 1e9 / (32 + 24);
   const RunConfig one = config();
   const double params = static_cast<double>(ParamLayout(one.model).total_numel());
   EXPECT_NEAR(owned, params / 2, 0.01 * params);  // half, up to ZeRO's unit alignment
-  EXPECT_NEAR(opt(2), (32 + 2 * 20 + 4 + 8) * owned / 1e9, 1e-12);
-  EXPECT_NEAR(opt(3), (32 + 2 * 20 + 4 + 8) * owned / 1e9, 1e-12);
+  for (int zero : {2, 3}) {
+    const StepTimeBreakdown b = run(zero);
+    EXPECT_NEAR(b.optimizer_s - overhead, (32 + 4 + 8) * owned / 1e9, 1e-12) << "zero " << zero;
+    EXPECT_NEAR(b.compute_s - plain.compute_s, 2 * 20 * owned / 1e9, 1e-12) << "zero " << zero;
+  }
 }
 
 // Owner-only experts (ep, no ZeRO): dense gradients are reduced over dp x ep, each rank's
