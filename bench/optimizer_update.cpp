@@ -15,11 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "backend/ops.h"
+#include "core/aligned_vector.h"
 #include "bench_flags.h"
 #include "timing.h"
 
@@ -30,20 +30,7 @@ using namespace tessera;
 using bench::median;
 using bench::now_s;
 
-// 64-byte aligned, as the trainer's parameters, gradients and moments (core/memory.h): a vector's
-// 16-byte alignment splits a cache line on every other AVX-512 load, and the update measured 28 GB/s
-// against 39 aligned (16 Mi parameters, Zen 4).
-template <class T>
-struct CacheLineAllocator {
-  using value_type = T;
-  CacheLineAllocator() = default;
-  template <class U>
-  explicit CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
-  bool operator==(const CacheLineAllocator&) const { return true; }
-};
-using Floats = std::vector<float, CacheLineAllocator<float>>;
+using Floats = AlignedFloats;  // 64-byte aligned, as the trainer's parameters, gradients and moments
 
 struct State {
   Floats params, grads, m, v;

@@ -10,13 +10,13 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
 #include "backend/sgemm_peak.h"
+#include "core/aligned_vector.h"
 #include "core/memory.h"
 #include "model/param_layout.h"
 #include "model/op_profile.h"
@@ -190,29 +190,20 @@ double refault_bandwidth_of(int reps) {
 // gradient norm, then AdamW with the clipping and 1/dp folded into its read of the gradient,
 // kOptimizerBytesPerParam. The gradients' zeroing at the step's start belongs to the compute probe.
 // (Timing a zeroing pass here as well, 36 bytes, measured GPT-2's update at about twice its time.)
+// Aligned as the trainer's ParamStore and optimizer state (core/aligned_vector.h), and not Buffers,
+// whose bytes a run measuring at start would take for its own memory peak.
 class OptimizerState {
  public:
-  // 64-byte aligned, as the trainer's ParamStore and optimizer state (a vector's 16-byte alignment
-  // splits a cache line on every other AVX-512 load: 28 GB/s against 39). Not a Buffer: a run's
-  // memory counters would take these bytes for its own peak.
-  explicit OptimizerState(int64_t n) : n_(n), storage_(4 * n + 16) {
-    void* base = storage_.data();
-    size_t space = storage_.size() * sizeof(float);
-    p_ = static_cast<float*>(std::align(64, 4 * sizeof(float) * static_cast<size_t>(n), base, space));
-    std::fill(p_, p_ + n, 0.5f);
-    std::fill(p_ + n, p_ + 2 * n, 0.01f);
-  }
+  explicit OptimizerState(int64_t n) : p_(n, 0.5f), g_(n, 0.01f), m_(n), v_(n) {}
   void update() {
-    float *g = p_ + n_, *m = g + n_, *v = m + n_;
-    const double norm = std::sqrt(ops::sum_of_squares(g, n_));
-    ops::adamw_update(p_, g, m, v, n_, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step_,
+    const auto n = static_cast<int64_t>(p_.size());
+    const double norm = std::sqrt(ops::sum_of_squares(g_.data(), n));
+    ops::adamw_update(p_.data(), g_.data(), m_.data(), v_.data(), n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step_,
                       norm > 1.0 ? static_cast<float>(1.0 / norm) : 1.f);
   }
 
  private:
-  int64_t n_;
-  std::vector<float> storage_;
-  float* p_ = nullptr;
+  AlignedFloats p_, g_, m_, v_;
   int64_t step_ = 0;
 };
 

@@ -50,9 +50,11 @@ double HardwareSpec::core_sharing(int ranks_on_node, int threads) const {
   return std::max(1.0, static_cast<double>(ranks_on_node) * std::max(1, threads) / cores_per_node);
 }
 
-double HardwareSpec::optimizer_rate_among(int together) const {
-  if (node_stream_bandwidth <= 0 || together < 1) return optimizer_rate();
-  return std::min(optimizer_rate(), node_stream_bandwidth / together);
+double HardwareSpec::optimizer_rate_on_node(int ranks_on_node, int threads) const {
+  if (node_stream_bandwidth <= 0) return optimizer_rate();
+  const int at_once = cores_per_node > 0 ? std::min(ranks_on_node, std::max(1, cores_per_node / std::max(1, threads)))
+                                         : ranks_on_node;
+  return std::min(optimizer_rate(), node_stream_bandwidth / std::max(1, at_once));
 }
 
 double HardwareSpec::thread_speedup(int threads) const {

@@ -109,9 +109,10 @@ struct HardwareSpec {
   double thread_speedup(int threads) const;
   // The optimizer step's streaming rate: optimizer_bandwidth, or memory_bandwidth where unmeasured.
   double optimizer_rate() const { return optimizer_bandwidth > 0 ? optimizer_bandwidth : memory_bandwidth; }
-  // A rank's optimizer rate while `together` of the node's ranks update at once: its own rate, or its
-  // share of node_stream_bandwidth where that is less.
-  double optimizer_rate_among(int together) const;
+  // A rank's optimizer rate when `ranks_on_node` ranks of `threads` threads update at once: its own
+  // rate, or its share of node_stream_bandwidth where that is less. Only the ranks on cores of their
+  // own stream together; the rest take turns with them, which core_sharing charges.
+  double optimizer_rate_on_node(int ranks_on_node, int threads) const;
 };
 
 // Parses a hardware TOML; every error names the file, the key and what is expected.

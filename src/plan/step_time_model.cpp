@@ -230,11 +230,7 @@ Result<StepTimePrediction> predict_step_time(const RunConfig& cfg, int world_siz
   const int shards = g.ep > 1 ? g.dp * g.cp : replicas;
   std::vector<RankTime> ranks;
   for (int s = 0; s < P; ++s) ranks.push_back(rank_time(cfg, lay, s, hw, tp_link, cp_link, ep_link));
-  // The node's ranks that update at once share its memory: those on a core of their own (more take
-  // turns, which core_sharing charges).
-  const int threads = run_threads(hw, cfg, world_size);
-  const int on_cores = hw.cores_per_node > 0 ? std::max(1, hw.cores_per_node / threads) : ranks_on_node(hw, world_size);
-  const double optimizer_rate = hw.optimizer_rate_among(std::min(ranks_on_node(hw, world_size), on_cores));
+  const double optimizer_rate = hw.optimizer_rate_on_node(ranks_on_node(hw, world_size), run_threads(hw, cfg, world_size));
 
   // Compute, tp and the pipeline: each stage's micro-batches through the schedule.
   std::vector<double> compute(P, 0), tp(P, 0), cpc(P, 0), epc(P, 0), recompute(P, 0), finish(P, 0);
